@@ -1,0 +1,205 @@
+"""Core value types shared by envs, verifiers, rewards, evaluation and logging.
+
+Prover outcomes are values (:class:`CheckResult` with one :class:`Verdict`);
+infrastructure failures are exceptions (see :mod:`proofgym.envs.errors`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofgym.envs.errors import TaskFormatError
+
+SYSTEMS = ("coq", "hol_light", "dafny", "isabelle")
+
+REQUIRED_TASK_KEYS = ("id", "system", "context", "statement", "reference_proof", "category", "timeout_s")
+
+
+class Verdict(str, enum.Enum):
+    """The s2n-bignum-bench verdict taxonomy, used everywhere in proofgym.
+
+    ``ERROR`` means the submission could not be run (parse, type or syntax
+    error). It is recorded like any other verdict, never dropped. A broken
+    verifier is *not* a verdict: it raises :class:`~proofgym.envs.errors.VerifierError`.
+    """
+
+    OK = "OK"
+    FAIL = "FAIL"
+    CHEATING = "CHEATING"
+    TIMEOUT = "TIMEOUT"
+    ERROR = "ERROR"
+
+
+class ErrorCategory(str, enum.Enum):
+    """Why a proof failed, parsed from the prover's messages (for repair routing)."""
+
+    NONE = "none"
+    UNDEFINED = "undefined"  # unknown reference / unbound identifier (Selene's "undefined")
+    LOGIC = "logic"  # a tactic failed or goals remain (Selene's "logic")
+    SYNTAX = "syntax"  # the prover could not parse the text
+    TYPE = "type"  # ill-typed term
+    TIMEOUT = "timeout"
+    CHEATING = "cheating"
+    RESOURCE = "resource"  # memory / process limits hit
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One proof obligation, as stored in a suite's JSONL file.
+
+    Attributes:
+        id: Stable identifier, e.g. ``coq.stdlib.Lists.List.app_nil_r``.
+        system: One of :data:`SYSTEMS`.
+        context: Source text that comes before the statement (for Coq: the
+            original file up to the lemma, including ``Require``s).
+        statement: The statement as the prover sees it, e.g.
+            ``Lemma foo (n : nat) : n + 0 = n.``
+        reference_proof: The text after the statement, normally ``Proof. ... Qed.``
+        category: e.g. ``P1``/``P2``/``P3``/``D``.
+        timeout_s: Wall-clock budget for one check of this task.
+        suite: Name of the suite the task came from ("" if none).
+        metadata: Free-form extras (source file, line, original qualified name...).
+    """
+
+    id: str
+    system: str
+    context: str
+    statement: str
+    reference_proof: str
+    category: str = ""
+    timeout_s: float = 30.0
+    suite: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Any, *, source: str = "<task>") -> Task:
+        """Build a task from a decoded JSON object, with errors that say what is wrong."""
+        if not isinstance(raw, dict):
+            raise TaskFormatError(f"{source}: a task must be a JSON object, got {type(raw).__name__}")
+        missing = [k for k in REQUIRED_TASK_KEYS if k not in raw]
+        if missing:
+            raise TaskFormatError(
+                f"{source}: missing required key(s) {', '.join(missing)}; "
+                f"a task needs {', '.join(REQUIRED_TASK_KEYS)}"
+            )
+        for key in ("id", "system", "context", "statement", "reference_proof", "category"):
+            if not isinstance(raw[key], str):
+                raise TaskFormatError(f"{source}: key {key!r} must be a string, got {type(raw[key]).__name__}")
+        if not raw["id"].strip():
+            raise TaskFormatError(f"{source}: key 'id' is empty")
+        if raw["system"] not in SYSTEMS:
+            raise TaskFormatError(
+                f"{source}: unknown system {raw['system']!r}; known systems: {', '.join(SYSTEMS)}"
+            )
+        if not raw["statement"].strip():
+            raise TaskFormatError(f"{source}: key 'statement' is empty")
+        timeout = raw["timeout_s"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout <= 86400):
+            raise TaskFormatError(f"{source}: 'timeout_s' must be a number of seconds in (0, 86400], got {timeout!r}")
+        metadata = raw.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise TaskFormatError(f"{source}: 'metadata' must be an object")
+        known = set(REQUIRED_TASK_KEYS) | {"suite", "metadata"}
+        extras = {k: v for k, v in raw.items() if k not in known}
+        return cls(
+            id=raw["id"],
+            system=raw["system"],
+            context=raw["context"],
+            statement=raw["statement"],
+            reference_proof=raw["reference_proof"],
+            category=raw["category"],
+            timeout_s=float(timeout),
+            suite=str(raw.get("suite", "")),
+            metadata={**extras, **metadata},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["metadata"] = dict(self.metadata)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One open goal: hypotheses and conclusion as the prover prints them."""
+
+    hypotheses: tuple[str, ...]
+    conclusion: str
+
+    def pretty(self) -> str:
+        hyps = "\n".join(self.hypotheses)
+        return f"{hyps}\n{'=' * 28}\n{self.conclusion}" if hyps else f"{'=' * 28}\n{self.conclusion}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verifier's answer for one submission.
+
+    Attributes:
+        verdict: The single verdict.
+        reasons: Why (cheat reasons, failure summary). Stable short strings.
+        messages: Prover messages, verbatim (errors, warnings).
+        remaining_goals: Goals left open where the prover reports them.
+        error_category: Parsed error kind, for repair routing.
+        wall_s: Wall-clock seconds of the check.
+        cpu_s: CPU seconds of the prover processes, where measured.
+        cached: Whether this result came from a cache.
+        backend: Which path produced the verdict (e.g. ``coqidetop``, ``coqc``).
+        prover_version: Version string of the prover that produced the verdict.
+        audited: Whether an independent audit (e.g. ``coqchk``) confirmed an OK.
+    """
+
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()
+    remaining_goals: tuple[Goal, ...] = ()
+    error_category: ErrorCategory = ErrorCategory.NONE
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    cached: bool = False
+    backend: str = ""
+    prover_version: str = ""
+    audited: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.OK
+
+    def feedback(self, max_chars: int = 2000) -> str:
+        """A compact, prover-style feedback string for the next attempt's prompt."""
+        parts = [f"Verdict: {self.verdict.value}"]
+        if self.reasons:
+            parts.append("Reasons: " + "; ".join(self.reasons))
+        if self.messages:
+            parts.append("\n".join(self.messages))
+        if self.remaining_goals:
+            parts.append("Remaining goals:\n" + "\n\n".join(g.pretty() for g in self.remaining_goals[:3]))
+        text = "\n".join(parts)
+        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "reasons": list(self.reasons),
+            "messages": list(self.messages),
+            "remaining_goals": [g.pretty() for g in self.remaining_goals],
+            "error_category": self.error_category.value,
+            "wall_s": round(self.wall_s, 4),
+            "cpu_s": round(self.cpu_s, 4),
+            "cached": self.cached,
+            "backend": self.backend,
+            "prover_version": self.prover_version,
+            "audited": self.audited,
+        }
+
+    def with_timing(self, wall_s: float, cpu_s: float | None = None) -> CheckResult:
+        return dataclasses.replace(self, wall_s=wall_s, cpu_s=self.cpu_s if cpu_s is None else cpu_s)

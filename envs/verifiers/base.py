@@ -1,0 +1,78 @@
+"""The Verifier protocol and the registry of verifiers by system."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol, runtime_checkable
+
+from proofgym.envs.errors import InvalidSubmission, TaskFormatError
+from proofgym.envs.types import CheckResult, Task
+
+#: Largest submission sent to a prover. Larger ones are rejected before any process starts.
+MAX_PROOF_BYTES = 256 * 1024
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """A verifier checks whole proofs. It owns its processes like a context manager.
+
+    ``check`` returns a :class:`CheckResult` for anything the submission does
+    (including garbage: that is an ``ERROR`` verdict). It raises
+    :class:`~proofgym.envs.errors.VerifierError` only when the verifier itself breaks.
+    """
+
+    system: str
+
+    def check(self, task: Task, proof: str) -> CheckResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Verifier: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def validate_submission(proof: Any, *, max_bytes: int = MAX_PROOF_BYTES) -> str:
+    """Reject submissions that must not reach a prover: non-text, empty, binary, oversized.
+
+    Raises:
+        InvalidSubmission: with a one-line reason.
+    """
+    if isinstance(proof, bytes):
+        try:
+            proof = proof.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidSubmission(f"proof is not valid UTF-8 text (byte {exc.start})") from None
+    if not isinstance(proof, str):
+        raise InvalidSubmission(f"proof must be text, got {type(proof).__name__}")
+    size = len(proof.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise InvalidSubmission(f"proof is {size} bytes; the limit is {max_bytes} bytes")
+    if not proof.strip():
+        raise InvalidSubmission("proof is empty")
+    bad = next((c for c in proof if (ord(c) < 32 and c not in "\t\n\r\f") or 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        raise InvalidSubmission(f"proof contains a control/binary character U+{ord(bad):04X}; send plain text")
+    return proof
+
+
+_VERIFIERS = {
+    "coq": "proofgym.envs.verifiers.coq:CoqVerifier",
+}
+
+
+def verifier_class(system: str) -> type:
+    """The verifier class for ``system`` (imported lazily)."""
+    try:
+        target = _VERIFIERS[system]
+    except KeyError:
+        raise TaskFormatError(
+            f"no verifier for system {system!r} yet; available: {', '.join(sorted(_VERIFIERS))}"
+        ) from None
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def make_verifier(system: str, **kwargs: Any) -> Verifier:
+    """Construct the verifier for ``system`` with keyword options."""
+    return verifier_class(system)(**kwargs)

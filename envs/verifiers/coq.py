@@ -1,0 +1,611 @@
+"""The Coq verifier: warm ``coqidetop`` sessions, whitelisting, and an independent kernel audit.
+
+How a check runs (see the README's "Coq verifier" section for the why):
+
+1. The submission is validated (size, text) and normalised by
+   :func:`~proofgym.envs.verifiers.coq_proof.normalize_proof`: proof-mode
+   sentences only, every tactic parenthesised so Coq's parser must agree with our
+   cut. Vernacular, holes and restarts are ``CHEATING`` before any prover runs.
+2. A sandboxed ``coqidetop`` per context has the context loaded once. Each
+   attempt goes back to that state (``Edit_at``), states the task's statement
+   itself, and steps the submission sentence by sentence under a deadline.
+   Roughly a millisecond per sentence instead of a whole-file ``coqc``.
+3. After ``Qed``: ``Print Assumptions`` must list no axiom outside the allow-list
+   (the task's ``allowed_axioms``, else the axioms its reference proof needs),
+   and the proof must not refer to the original lemma or anything of the original
+   file (``metadata.qualid``), which a ``Require`` in the context can leak.
+4. Audit (always when the proof uses the VM/native compiler, otherwise on a
+   configurable sample): a fresh sandboxed ``coqc`` compiles context + statement +
+   proof as its own file (Selene's isolation), Coq's own sentence cut from
+   ``coqc -time`` must match ours, and ``coqchk -norec`` re-checks the kernel
+   terms and lists the axioms, which must be those of the context alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
+from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
+from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
+from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
+
+_STATEMENT_RE = re.compile(
+    r"^\s*(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|Monomorphic)\s+)*"
+    r"(Lemma|Theorem|Fact|Remark|Corollary|Proposition|Property|Example|Goal)\b\s*([^\s:({]*)",
+    re.S,
+)
+
+#: Modules whose "axioms" are kernel primitives; never allowed unless a task lists them.
+PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "Int63", "Uint63", "PrimString")
+
+
+class ContextLoadError(TaskFormatError):
+    """The task's context or statement does not load in Coq: the task is broken, not the proof."""
+
+
+@dataclass(frozen=True)
+class CoqConfig:
+    """Options of :class:`CoqVerifier`."""
+
+    coqidetop: str = "coqidetop.opt"
+    coqc: str = "coqc"
+    coqchk: str = "coqchk"
+    extra_args: tuple[str, ...] = ()  # e.g. ("-Q", "/path/to/lib", "Lib"); the path is bound read-only
+    audit: str = "sample"  # "always" | "sample" | "never"; VM/native proofs are always audited
+    audit_rate: float = 0.05
+    max_sessions: int = 4  # warm coqidetop processes kept per verifier (LRU)
+    context_timeout_s: float = 600.0
+    allowed_axioms: tuple[str, ...] = ()  # allowed for every task, on top of each task's own list
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    use_bwrap: bool | None = None  # None: use bubblewrap when it works here
+    seed: int = 0
+
+
+@dataclass
+class _Session:
+    context: str
+    ide: IdeTop
+    base: int  # state after the context
+    loaded: set[str]
+    workdir: Path
+    n_context_sentences: int
+
+
+@dataclass
+class _Outcome:
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    goals: tuple[Goal, ...] = ()
+    category: ErrorCategory = ErrorCategory.NONE
+    final_state: int | None = None
+
+
+def lemma_name(statement: str) -> str:
+    """The name the statement declares (``Unnamed_thm`` for ``Goal``)."""
+    m = _STATEMENT_RE.match(statement)
+    if not m:
+        raise TaskFormatError(
+            f"statement must start with Lemma/Theorem/Fact/Remark/Corollary/Proposition/Example/Goal: "
+            f"{statement[:60]!r}"
+        )
+    return "Unnamed_thm" if m.group(1) == "Goal" else m.group(2)
+
+
+def categorize(message: str) -> ErrorCategory:
+    """Map a Coq error message to a repair category (Selene's undefined/logic split)."""
+    m = message.lower()
+    if "syntax error" in m or "lexer" in m or "unterminated" in m or "unexpected end of" in m:
+        return ErrorCategory.SYNTAX
+    if ("was not found in the current environment" in m or "unbound" in m or "no such" in m and "goal" not in m
+            or "unknown" in m and "tactic" not in m or "not a defined object" in m):
+        return ErrorCategory.UNDEFINED
+    if "timeout" in m or "interrupt" in m:
+        return ErrorCategory.TIMEOUT
+    if "out of memory" in m or "stack overflow" in m:
+        return ErrorCategory.RESOURCE
+    if "has type" in m and "expected" in m or "ill-typed" in m or "cannot be applied" in m:
+        return ErrorCategory.TYPE
+    return ErrorCategory.LOGIC
+
+
+def prover_version(coqc: str = "coqc") -> str:
+    """``8.16.1`` for Debian's Coq; raises :class:`ProverNotFound` when coqc is missing."""
+    path = shutil.which(coqc)
+    if path is None:
+        raise ProverNotFound(f"{coqc} not found; install Coq: apt-get install coq (or run `make setup`)")
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"version\s+(\S+)", out)
+    return m.group(1) if m else out.strip()
+
+
+def parse_assumptions(text: str) -> tuple[list[str], list[str]]:
+    """Parse ``Print Assumptions`` output into (axiom names, other findings).
+
+    Section variables are the task's own hypotheses and are not reported.
+    """
+    if "Closed under the global context" in text:
+        return [], []
+    axioms: list[str] = []
+    other: list[str] = []
+    header = ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace() and line.rstrip().endswith(":") and " : " not in line:
+            header = line.strip().rstrip(":")
+            continue
+        if line[0].isspace():
+            continue  # continuation of a type
+        name = line.split(" : ", 1)[0].strip() if " : " in line else line.strip()
+        if header == "Section Variables":
+            continue
+        if header == "Axioms":
+            if name:
+                axioms.append(name)
+        else:
+            other.append(f"{header}: {line.strip()}" if header else line.strip())
+    return axioms, other
+
+
+class CoqVerifier:
+    """Checks Coq proofs; see the module docstring. Use as a context manager.
+
+    Example:
+        >>> with CoqVerifier() as v:  # doctest: +SKIP
+        ...     v.check(task, "Proof. auto. Qed.").verdict
+        <Verdict.OK: 'OK'>
+    """
+
+    system = "coq"
+
+    def __init__(self, config: CoqConfig | None = None, **overrides: object) -> None:
+        cfg = config or CoqConfig()
+        if overrides:
+            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
+        self.config = cfg
+        for tool in (cfg.coqidetop, cfg.coqc):
+            if shutil.which(tool) is None:
+                raise ProverNotFound(f"{tool} not found; install Coq: apt-get install coq (or run `make setup`)")
+        self.version = prover_version(cfg.coqc)
+        ro = [a for a in cfg.extra_args if a.startswith("/")]
+        self.sandbox = Sandbox(cfg.limits, use_bwrap=cfg.use_bwrap, ro_binds=ro)
+        self._root = Path(tempfile.mkdtemp(prefix="proofgym-coq-"))
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._allowed_cache: dict[str, frozenset[str]] = {}
+        self._baseline_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._rng = random.Random(cfg.seed)
+        self._lock = threading.RLock()
+        self._closed = False
+        self.stats = {"checks": 0, "sessions_started": 0, "audits": 0, "session_reuse": 0}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> CoqVerifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill every prover process and remove temp dirs. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for session in self._sessions.values():
+                session.ide.kill()
+            self._sessions.clear()
+            shutil.rmtree(self._root, ignore_errors=True)
+
+    def __del__(self) -> None:  # last resort; close() is the contract
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- public API ---------------------------------------------------------------------------
+    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
+        """Check ``proof`` (the text after the statement) against ``task``.
+
+        Returns a :class:`CheckResult`; raises :class:`VerifierError` only when the
+        verifier itself breaks, and :class:`ContextLoadError` when the task is broken.
+        """
+        if task.system != "coq":
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
+        start = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise VerifierCrashed("verifier is closed")
+            self.stats["checks"] += 1
+            result = self._check(task, proof, audit)
+        return replace(result, wall_s=time.monotonic() - start, prover_version=self.version)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        try:
+            proof = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)
+            normalized = normalize_proof(proof)
+        except InvalidSubmission as exc:
+            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
+                               backend="precheck")
+        except ProofRejected as exc:
+            verdict = Verdict(exc.verdict)
+            category = ErrorCategory.CHEATING if verdict is Verdict.CHEATING else ErrorCategory.SYNTAX
+            return CheckResult(verdict, tuple(exc.reasons), tuple(exc.messages), error_category=category,
+                               backend="precheck")
+        name = lemma_name(task.statement)
+
+        outcome = self._run_attempt(task, normalized)
+        if outcome.verdict is not Verdict.OK:
+            return CheckResult(outcome.verdict, tuple(outcome.reasons), tuple(outcome.messages), outcome.goals,
+                               outcome.category, backend="coqidetop")
+        # Integrity of an OK.
+        reasons = self._integrity(task, name, normalized, outcome)
+        if reasons:
+            return CheckResult(Verdict.CHEATING, tuple(reasons), tuple(outcome.messages),
+                               error_category=ErrorCategory.CHEATING, backend="coqidetop")
+        do_audit = audit if audit is not None else (
+            normalized.uses_vm or self.config.audit == "always"
+            or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate)
+        )
+        if do_audit:
+            audit_result = self._audit(task, normalized)
+            if audit_result is not None:
+                return audit_result
+        return CheckResult(Verdict.OK, (), tuple(outcome.messages), backend="coqidetop", audited=bool(do_audit))
+
+    def _session(self, context: str) -> _Session:
+        session = self._sessions.get(context)
+        if session is not None and not session.ide.closed:
+            self._sessions.move_to_end(context)
+            self.stats["session_reuse"] += 1
+            return session
+        if session is not None:
+            del self._sessions[context]
+        # Extend a warm session whose context is a prefix of this one (tasks from one file).
+        for key, cand in list(self._sessions.items()):
+            if cand.ide.closed or not context.startswith(key):
+                continue
+            try:
+                extra = split_sentences(context[len(key):])
+            except CoqLexError:
+                break
+            if key and not key[-1].isspace() and context[len(key):][:1] not in ("", " ", "\n", "\t"):
+                continue
+            try:
+                self._load(cand.ide, cand.base, extra, context)
+                del self._sessions[key]
+                cand.base = self._last_state
+                cand.context = context
+                cand.loaded |= self._last_loaded
+                self._sessions[context] = cand
+                self.stats["session_reuse"] += 1
+                return cand
+            except ContextLoadError:
+                raise
+            except (ProcessDied, CallTimeout):
+                cand.ide.kill()
+                del self._sessions[key]
+                break
+        while len(self._sessions) >= self.config.max_sessions:
+            _, old = self._sessions.popitem(last=False)
+            old.ide.kill()
+        workdir = Path(tempfile.mkdtemp(prefix="s", dir=self._root))
+        try:
+            sentences = split_sentences(context)
+        except CoqLexError as exc:
+            raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
+        try:
+            ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args)
+        except (ProcessDied, CallTimeout) as exc:
+            raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
+        self.stats["sessions_started"] += 1
+        try:
+            self._load(ide, ide.root_state, sentences, context)
+        except BaseException:
+            ide.kill()
+            raise
+        session = _Session(context, ide, self._last_state, set(self._last_loaded), workdir, len(sentences))
+        self._sessions[context] = session
+        return session
+
+    def _load(self, ide: IdeTop, state: int, sentences: list, context: str) -> None:
+        """Add and execute context sentences after ``state``; sets ``_last_state``/``_last_loaded``."""
+        deadline = time.monotonic() + self.config.context_timeout_s
+        loaded: set[str] = set()
+        ide.edit_at(state, timeout_s=60)
+        for s in sentences:
+            try:
+                new, reply = ide.add(s.text, state, timeout_s=max(1.0, deadline - time.monotonic()))
+            except CallTimeout:
+                raise VerifierCrashed("coqidetop timed out while parsing the context") from None
+            except ProcessDied as exc:
+                raise VerifierCrashed(f"coqidetop died while loading the context: {exc}") from None
+            if new is None:
+                raise ContextLoadError(f"context does not parse at {s.text[:60]!r}: {reply.error}")
+            state = new
+        try:
+            reply = ide.status(timeout_s=max(1.0, deadline - time.monotonic()))
+        except CallTimeout:
+            raise VerifierCrashed(
+                f"loading the context took more than context_timeout_s={self.config.context_timeout_s}s"
+            ) from None
+        except ProcessDied as exc:
+            raise VerifierCrashed(f"coqidetop died while loading the context: {exc}") from None
+        if not reply.good:
+            raise ContextLoadError(f"context fails in Coq: {reply.error[:300]}")
+        loaded.update(reply.loaded)
+        self._last_state = state
+        self._last_loaded = loaded
+
+    def _run_attempt(self, task: Task, normalized: NormalizedProof) -> _Outcome:
+        for attempt in range(2):
+            session = self._session(task.context)
+            try:
+                return self._step(session, task, normalized)
+            except ProcessDied as exc:
+                self._drop(session)
+                if attempt == 1:
+                    return _Outcome(Verdict.FAIL, ["the prover died while running the proof (resource limits)"],
+                                    [str(exc)], category=ErrorCategory.RESOURCE)
+            except CallTimeout:
+                if session.ide.closed:
+                    self._drop(session)
+                return _Outcome(Verdict.TIMEOUT, [f"no verdict within timeout_s={task.timeout_s}"],
+                                category=ErrorCategory.TIMEOUT)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop(self, session: _Session) -> None:
+        session.ide.kill()
+        for key, s in list(self._sessions.items()):
+            if s is session:
+                del self._sessions[key]
+
+    def _step(self, session: _Session, task: Task, normalized: NormalizedProof) -> _Outcome:
+        ide = session.ide
+        deadline = time.monotonic() + task.timeout_s
+
+        def left() -> float:
+            return max(0.05, deadline - time.monotonic())
+
+        ide.edit_at(session.base, timeout_s=30)
+        state, reply = ide.add(task.statement, session.base, timeout_s=left())
+        if state is None:
+            raise ContextLoadError(f"task statement does not parse: {reply.error}")
+        goals, reply = ide.goals(timeout_s=left())
+        if goals is None:
+            raise ContextLoadError(f"task statement fails in Coq: {reply.error or 'not in proof mode'}")
+        if time.monotonic() > deadline:
+            raise CallTimeout("deadline")
+        last_goals = goals
+        for index, sentence in enumerate(normalized.sentences):
+            new, reply = ide.add(sentence, state, timeout_s=left())
+            if new is None:
+                return _Outcome(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],
+                                [reply.error], tuple(last_goals), ErrorCategory.SYNTAX)
+            state = new
+            is_end = sentence in ("Qed.", "Defined.")
+            if is_end:
+                reply = ide.status(timeout_s=left())
+                if time.monotonic() > deadline:
+                    raise CallTimeout("deadline")
+                if not reply.good:
+                    return self._failure(index, sentence, reply, last_goals)
+                return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state)
+            goals, reply = ide.goals(timeout_s=left())
+            if time.monotonic() > deadline:
+                raise CallTimeout("deadline")
+            if goals is None:
+                if reply.good:  # left proof mode without a terminator: cannot happen with the whitelist
+                    return _Outcome(Verdict.CHEATING, ["the proof left proof mode early"],
+                                    category=ErrorCategory.CHEATING)
+                return self._failure(index, sentence, reply, last_goals)
+            last_goals = goals
+        return _Outcome(Verdict.FAIL, ["proof did not end"], goals=tuple(last_goals), category=ErrorCategory.LOGIC)
+
+    def _failure(self, index: int, sentence: str, reply: Reply, goals: list[Goal]) -> _Outcome:
+        message = reply.error or "; ".join(t for lvl, t in reply.messages if lvl == "error")
+        category = categorize(message)
+        verdict = Verdict.ERROR if category is ErrorCategory.SYNTAX else Verdict.FAIL
+        if category is ErrorCategory.TIMEOUT:
+            verdict = Verdict.TIMEOUT
+        return _Outcome(verdict, [f"sentence {index + 1} failed: {sentence[:80]}"], [message], tuple(goals), category)
+
+    # -- integrity ----------------------------------------------------------------------------
+    def _assumptions(self, session: _Session, state: int, name: str) -> tuple[list[str], list[str]]:
+        reply = session.ide.query(f"Print Assumptions {name}.", state, timeout_s=60)
+        if not reply.good:
+            raise VerifierCrashed(f"Print Assumptions failed: {reply.error}")
+        text = "\n".join(t for lvl, t in reply.messages if lvl == "notice")
+        return parse_assumptions(text)
+
+    def _allowed_axioms(self, task: Task) -> frozenset[str]:
+        explicit = task.metadata.get("allowed_axioms")
+        base = frozenset(self.config.allowed_axioms)
+        if explicit is not None:
+            return base | frozenset(explicit)
+        cached = self._allowed_cache.get(task.id)
+        if cached is not None:
+            return base | cached
+        allowed: frozenset[str] = frozenset()
+        try:
+            ref = normalize_proof(task.reference_proof)
+            outcome = self._run_attempt(task, ref)
+            if outcome.verdict is Verdict.OK:
+                session = self._session(task.context)
+                axioms, _ = self._assumptions(session, outcome.final_state, lemma_name(task.statement))
+                allowed = frozenset(a for a in axioms if not _is_primitive(a))
+        except ProofRejected:
+            pass
+        self._allowed_cache[task.id] = allowed
+        return base | allowed
+
+    def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
+        session = self._session(task.context)
+        state = outcome.final_state
+        axioms, other = self._assumptions(session, state, name)
+        reasons = [f"unsafe assumption: {o}" for o in other]
+        if axioms:
+            allowed = self._allowed_axioms(task)
+            # _allowed_axioms may have run the reference proof: re-run the submission to restore the state.
+            session = self._session(task.context)
+            for ax in axioms:
+                if _is_primitive(ax) and ax not in allowed:
+                    reasons.append(f"uses primitive {ax} not allowed by this task")
+                elif ax not in allowed and ax.split(".")[-1] not in {a.split(".")[-1] for a in allowed}:
+                    reasons.append(f"relies on axiom {ax} outside the allow-list")
+        reasons += self._leak_reasons(task, name, normalized, session, state)
+        return reasons
+
+    def _leak_reasons(self, task: Task, name: str, normalized: NormalizedProof, session: _Session,
+                      state: int | None) -> list[str]:
+        """The proof must not use the original lemma, or anything its original file defines."""
+        qualid = str(task.metadata.get("qualid", ""))
+        module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
+        reasons: list[str] = []
+        candidates = sorted(t for t in normalized.identifiers if t.split(".")[-1] == name)
+        original_loaded = bool(module) and module in session.loaded
+        if original_loaded:
+            candidates = sorted(normalized.identifiers)
+        if not candidates:
+            return reasons
+        # Run the submission again to get a state where the queries mean what they meant in the proof.
+        outcome = self._run_attempt(task, normalized)
+        if outcome.final_state is None:
+            return reasons
+        session = self._session(task.context)
+        for ident in candidates[:200]:
+            reply = session.ide.query(f"Locate {ident}.", outcome.final_state, timeout_s=30)
+            text = "\n".join(t for _, t in reply.messages)
+            found = re.findall(r"^(?:Constant|Inductive|Constructor|Notation)\s+(\S+)", text, re.M)
+            for full in found:
+                if qualid and full == qualid:
+                    reasons.append(f"uses the original lemma {full}")
+                elif module and full.startswith(module + ".") and original_loaded:
+                    reasons.append(f"uses {full} from the original file {module}")
+                elif not qualid and full.split(".")[-1] == name and full != name and not full.endswith("Top." + name):
+                    reasons.append(f"uses {full}, a lemma with the target's name")
+                if found and ident.split(".")[-1] == name:
+                    break
+        return sorted(set(reasons))
+
+    # -- audit ----------------------------------------------------------------------------------
+    def _audit(self, task: Task, normalized: NormalizedProof) -> CheckResult | None:
+        """Independent re-check with ``coqc`` + ``coqchk``. None when it agrees with OK."""
+        self.stats["audits"] += 1
+        if shutil.which(self.config.coqchk) is None:
+            raise ProverNotFound(f"{self.config.coqchk} not found; install Coq: apt-get install coq")
+        closings = "".join(f"\nEnd {n}." for _, n in reversed(open_blocks(task.context)))
+        head = task.context + ("" if task.context.endswith("\n") or not task.context else "\n") + task.statement + "\n"
+        body = "\n".join(normalized.sentences)
+        source = head + body + "\n" + closings + "\n"
+        base_axioms, base_flags = self._baseline(task.context, closings)
+        result = self._compile_and_check(source, task.timeout_s * 3 + 60)
+        if result is None:
+            return CheckResult(Verdict.TIMEOUT, ("audit: coqc/coqchk ran past the deadline",), backend="coqc")
+        rc, out, chk_rc, chk_out = result
+        if rc != 0:
+            return CheckResult(Verdict.FAIL, ("audit: coqc rejects the proof that coqidetop accepted",),
+                               (out[-2000:],), error_category=ErrorCategory.LOGIC, backend="coqc", audited=True)
+        # Coq's own cut of the proof region must be ours.
+        spans = [(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)]
+        n_expected = len(normalized.sentences)
+        ok_cut = any(
+            len([s for s in spans if lo <= s[0] < hi]) == n_expected
+            for lo, hi in ((len(head), len(head) + len(body) + 1),
+                           (len(head.encode()), len(head.encode()) + len(body.encode()) + 1))
+        )
+        if not ok_cut:
+            return CheckResult(Verdict.CHEATING, ("audit: Coq's parser cut the proof differently from the checker",),
+                               error_category=ErrorCategory.CHEATING, backend="coqc", audited=True)
+        if chk_rc != 0:
+            return CheckResult(Verdict.CHEATING, ("audit: coqchk rejects the compiled proof (kernel disagreement)",),
+                               (chk_out[-2000:],), error_category=ErrorCategory.CHEATING, backend="coqchk",
+                               audited=True)
+        axioms, flags = _parse_coqchk(chk_out)
+        allowed = self._allowed_axioms(task)
+        new = sorted(a for a in axioms - base_axioms
+                     if a.split(".")[-1] not in {x.split(".")[-1] for x in allowed})
+        bad_flags = sorted(flags - base_flags)
+        if new or bad_flags:
+            reasons = [f"audit: coqchk lists axiom {a}" for a in new] + [f"audit: coqchk: {f}" for f in bad_flags]
+            return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
+                               backend="coqchk", audited=True)
+        return None
+
+    def _baseline(self, context: str, closings: str) -> tuple[frozenset[str], frozenset[str]]:
+        key = hashlib.sha256((context + closings).encode()).hexdigest()
+        if key not in self._baseline_cache:
+            result = self._compile_and_check(context + "\n" + closings + "\n", self.config.context_timeout_s)
+            if result is None or result[0] != 0 or result[2] != 0:
+                raise ContextLoadError("the task context does not compile on its own with coqc")
+            axioms, flags = _parse_coqchk(result[3])
+            self._baseline_cache[key] = (frozenset(axioms), frozenset(flags))
+        return self._baseline_cache[key]
+
+    def _compile_and_check(self, source: str, timeout_s: float) -> tuple[int, str, int, str] | None:
+        workdir = Path(tempfile.mkdtemp(prefix="audit", dir=self._root))
+        try:
+            (workdir / "ProofgymSubmission.v").write_text(source, encoding="utf-8")
+            args = list(self.config.extra_args)
+            run = self.sandbox.run([self.config.coqc, "-q", "-time", *args, "-Q", ".", "PG", "ProofgymSubmission.v"],
+                                   workdir=workdir, timeout_s=timeout_s)
+            if run.timed_out:
+                return None
+            out = run.stdout + run.stderr
+            if run.returncode != 0:
+                return run.returncode or 1, out, 1, ""
+            chk = self.sandbox.run([self.config.coqchk, "-silent", "-o", *args, "-Q", ".", "PG", "-norec",
+                                    "PG.ProofgymSubmission"], workdir=workdir, timeout_s=timeout_s)
+            if chk.timed_out:
+                return None
+            return 0, out, chk.returncode if chk.returncode is not None else 1, chk.stdout + chk.stderr
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _messages(reply: Reply) -> list[str]:
+    return [t for lvl, t in reply.messages if lvl in ("warning", "error")]
+
+
+def _is_primitive(name: str) -> bool:
+    return any(f"{m}." in name or name.startswith(m) for m in PRIMITIVE_MODULES)
+
+
+def _parse_coqchk(out: str) -> tuple[set[str], set[str]]:
+    """Axioms and unsafe-feature lines from ``coqchk -o``'s context summary."""
+    axioms: set[str] = set()
+    flags: set[str] = set()
+    section = ""
+    for line in out.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("* "):
+            section = stripped[2:]
+            if ":" in section:
+                head, _, rest = section.partition(":")
+                section = head.strip()
+                rest = rest.strip()
+                if rest and rest != "<none>" and section != "Axioms":
+                    flags.add(f"{section}: {rest}")
+            continue
+        if not stripped or stripped.startswith("=") or stripped == "CONTEXT SUMMARY":
+            continue
+        if section == "Axioms":
+            axioms.add(stripped)
+        elif section and section != "Theory" and stripped != "<none>":
+            flags.add(f"{section}: {stripped}")
+    return axioms, flags

@@ -1,0 +1,209 @@
+"""A Coq sentence splitter that follows Coq's lexer where it matters for safety.
+
+It knows nested comments ``(* (* *) *)``, strings (``""`` escapes a quote, and
+a string inside a comment is still a string, as in Coq), qualified names
+(``List.app``), ``x.(f)`` projections, ellipses, and the sentences that end
+without a period: bullets (``-``, ``+``, ``*``, repeated) and braces ``{``/``}``,
+optionally after a goal selector (``2: {``).
+
+It is deliberately conservative: a text that Coq would cut differently is
+either cut *earlier* here (so Coq sees an incomplete sentence and reports a
+syntax error) or rejected. The Coq verifier additionally wraps every tactic
+sentence in parentheses before sending it, so that Coq's own parser must agree
+with this cut or fail (see ``coq.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+class CoqLexError(ValueError):
+    """Unterminated comment or string, or other text Coq would reject."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of Coq source. ``text`` excludes leading whitespace/comments."""
+
+    start: int  # offset of the first character of the sentence body (after comments)
+    end: int  # offset just past the terminator
+    text: str  # body with comments kept, stripped of surrounding whitespace
+    code: str  # body with comments removed and whitespace collapsed (for classification)
+    kind: str  # "sentence", "bullet" or "brace"
+
+
+_BULLET_RE = re.compile(r"(-+|\++|\*+)")
+_SELECTOR_BRACE_RE = re.compile(r"((?:\d+|\[[^\]]*\]|all|!|par)\s*:\s*)?\{")
+
+
+def _skip_comment(src: str, i: int) -> int:
+    """``src[i:i+2] == '(*'``. Return the index just past the matching ``*)``."""
+    depth = 0
+    n = len(src)
+    while i < n:
+        if src.startswith("(*", i):
+            depth += 1
+            i += 2
+        elif src.startswith("*)", i):
+            depth -= 1
+            i += 2
+            if depth == 0:
+                return i
+        elif src[i] == '"':
+            i = _skip_string(src, i)
+        else:
+            i += 1
+    raise CoqLexError("unterminated comment")
+
+
+def _skip_string(src: str, i: int) -> int:
+    """``src[i] == '"'``. Return the index just past the closing quote (``""`` escapes)."""
+    n = len(src)
+    i += 1
+    while i < n:
+        if src[i] == '"':
+            if i + 1 < n and src[i + 1] == '"':
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    raise CoqLexError("unterminated string")
+
+
+def strip_comments(text: str) -> str:
+    """Remove comments (nested, string-aware) and collapse whitespace."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("(*", i):
+            i = _skip_comment(text, i)
+            out.append(" ")
+        elif text[i] == '"':
+            j = _skip_string(text, i)
+            out.append(text[i:j])
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return " ".join("".join(out).split())
+
+
+def _skip_blank(src: str, i: int) -> int:
+    n = len(src)
+    while i < n:
+        if src[i].isspace():
+            i += 1
+        elif src.startswith("(*", i):
+            i = _skip_comment(src, i)
+        else:
+            break
+    return i
+
+
+def split_sentences(src: str) -> list[Sentence]:
+    """Cut Coq source into sentences.
+
+    Raises:
+        CoqLexError: on an unterminated comment/string or a trailing sentence
+            without its final period.
+    """
+    sentences: list[Sentence] = []
+    i, n = 0, len(src)
+    while True:
+        i = _skip_blank(src, i)
+        if i >= n:
+            return sentences
+        start = i
+        # Bullets and braces are sentences of their own, without a period.
+        m = _BULLET_RE.match(src, i)
+        if m and (m.end() >= n or src[m.end()].isspace() or src.startswith("(*", m.end()) or src[m.end()] == "{"):
+            # ``-`` alone, not ``-1`` or ``->``; a bullet may be directly followed by a brace.
+            sentences.append(Sentence(start, m.end(), m.group(0), m.group(0), "bullet"))
+            i = m.end()
+            continue
+        m = _SELECTOR_BRACE_RE.match(src, i)
+        if m:
+            body = src[start : m.end()]
+            sentences.append(Sentence(start, m.end(), body, " ".join(body.split()), "brace"))
+            i = m.end()
+            continue
+        if src[i] == "}":
+            sentences.append(Sentence(start, i + 1, "}", "}", "brace"))
+            i += 1
+            continue
+        # An ordinary sentence: up to a period followed by whitespace or end of text.
+        j = i
+        while True:
+            if j >= n:
+                raise CoqLexError(f"sentence starting at offset {start} has no final period: {src[start:start + 60]!r}")
+            c = src[j]
+            if src.startswith("(*", j):
+                j = _skip_comment(src, j)
+                continue
+            if c == '"':
+                j = _skip_string(src, j)
+                continue
+            if c == "." and (j + 1 >= n or src[j + 1].isspace() or src.startswith("(*", j + 1)):
+                j += 1
+                break
+            j += 1
+        body = src[start:j]
+        sentences.append(Sentence(start, j, body.strip(), strip_comments(body), "sentence"))
+        i = j
+
+
+_SECTION_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+([A-Za-z_][\w']*)(.*)$", re.S)
+_END_RE = re.compile(r"^End\s+([A-Za-z_][\w']*)\s*\.$")
+
+
+def open_blocks(src: str) -> list[tuple[str, str]]:
+    """Sections and modules still open at the end of ``src``, outermost first.
+
+    Returns ``(kind, name)`` pairs with kind ``"Section"`` or ``"Module"``.
+    ``Module X := M.`` and ``Module X : T := M.`` (definitions) do not open a block.
+    """
+    stack: list[tuple[str, str]] = []
+    for s in split_sentences(src):
+        code = _strip_attributes(s.code)
+        for prefix in ("Local ", "Global ", "Polymorphic ", "Monomorphic ", "Private "):
+            if code.startswith(prefix):
+                code = code[len(prefix) :]
+        m = _SECTION_RE.match(code)
+        if m:
+            kind = "Section" if code.startswith("Section") else "Module"
+            rest = m.group(2)
+            if kind == "Module" and ":=" in rest:
+                continue
+            stack.append((kind, m.group(1)))
+            continue
+        m = _END_RE.match(code)
+        if m:
+            name = m.group(1)
+            for k in range(len(stack) - 1, -1, -1):
+                if stack[k][1] == name:
+                    del stack[k:]
+                    break
+    return stack
+
+
+def _strip_attributes(code: str) -> str:
+    """Drop leading ``#[...]`` attributes."""
+    code = code.lstrip()
+    while code.startswith("#["):
+        depth = 0
+        for k, ch in enumerate(code):
+            if ch == "[":
+                depth += 1
+            elif ch == "]":
+                depth -= 1
+                if depth == 0:
+                    code = code[k + 1 :].lstrip()
+                    break
+        else:
+            return code
+    return code
+
+
+strip_attributes = _strip_attributes

@@ -1,0 +1,253 @@
+"""A client for ``coqidetop``'s XML protocol (Coq 8.16), run inside the sandbox.
+
+One :class:`IdeTop` is one long-lived prover process. Calls are synchronous;
+feedback messages that arrive before a call's ``<value>`` are collected with it.
+A read deadline guards every call (a missing final ``.`` or a looping tactic
+otherwise blocks forever); at the deadline the computation is interrupted with
+SIGINT, and the process is killed if it does not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from proofgym.envs.errors import VerifierCrashed
+from proofgym.envs.types import Goal
+from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess
+
+_ENTITIES = {"&nbsp;": " "}
+
+
+class CallTimeout(Exception):
+    """A call did not answer before its deadline (the process may have been interrupted)."""
+
+
+class ProcessDied(Exception):
+    """The prover process exited while a call was in flight."""
+
+
+@dataclass
+class Reply:
+    """The answer to one call."""
+
+    good: bool
+    value: ET.Element
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) feedback messages
+    error: str = ""  # text of a failed call
+    loaded: list[str] = field(default_factory=list)  # libraries loaded during the call
+
+
+def richpp_text(elem: ET.Element | None) -> str:
+    if elem is None:
+        return ""
+    return "".join(elem.itertext())
+
+
+class IdeTop:
+    """One sandboxed ``coqidetop`` process."""
+
+    def __init__(self, sandbox: Sandbox, workdir: Path, *, binary: str = "coqidetop.opt",
+                 args: tuple[str, ...] = (), start_timeout_s: float = 60.0) -> None:
+        self.workdir = workdir
+        self._proc: SandboxedProcess = sandbox.popen(
+            [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args], workdir=workdir
+        )
+        self._queue: queue.Queue[ET.Element | None] = queue.Queue()
+        self._stderr: list[str] = []
+        self._reader = threading.Thread(target=self._read_loop, daemon=True)
+        self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._err_reader.start()
+        self.closed = False
+        init = self.call('<call val="Init"><option val="none"/></call>', timeout_s=start_timeout_s)
+        if not init.good:
+            raise VerifierCrashed(f"coqidetop refused Init: {init.error}")
+        self.root_state = int(init.value.find("state_id").get("val"))
+
+    # -- transport ---------------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        stream = self._proc.proc.stdout
+        parser = ET.XMLPullParser(events=("start", "end"))
+        parser.feed("<root>")
+        depth = 0
+        root: ET.Element | None = None
+        pending = ""
+        try:
+            while True:
+                chunk = os.read(stream.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                pending += chunk.decode("utf-8", errors="replace")
+                # Hold back a possibly split entity.
+                amp = pending.rfind("&")
+                if amp != -1 and ";" not in pending[amp:]:
+                    text, pending = pending[:amp], pending[amp:]
+                else:
+                    text, pending = pending, ""
+                for ent, rep in _ENTITIES.items():
+                    text = text.replace(ent, rep)
+                parser.feed(text)
+                for event, elem in parser.read_events():
+                    if event == "start":
+                        if depth == 0:
+                            root = elem
+                        depth += 1
+                        continue
+                    depth -= 1
+                    if depth == 1:
+                        self._queue.put(elem)
+                        root.remove(elem)  # keep memory flat over a long session
+        except (OSError, ET.ParseError):
+            pass
+        finally:
+            self._queue.put(None)
+
+    def _read_stderr(self) -> None:
+        stream = self._proc.proc.stderr
+        try:
+            for line in iter(stream.readline, b""):
+                if len(self._stderr) < 200:
+                    self._stderr.append(line.decode("utf-8", errors="replace").rstrip())
+        except (OSError, ValueError):
+            pass
+
+    def _write(self, xml: str) -> None:
+        try:
+            self._proc.proc.stdin.write(xml.encode("utf-8"))
+            self._proc.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise ProcessDied(f"coqidetop stdin closed: {exc}") from None
+
+    def call(self, xml: str, *, timeout_s: float) -> Reply:
+        """Send one call; collect feedback until its ``<value>``.
+
+        Raises:
+            CallTimeout: no answer by the deadline; the computation was interrupted
+                (``self.closed`` is True if the process had to be killed).
+            ProcessDied: the process exited.
+        """
+        if self.closed:
+            raise ProcessDied("coqidetop was closed")
+        self._write(xml)
+        deadline = time.monotonic() + timeout_s
+        messages: list[tuple[str, str]] = []
+        loaded: list[str] = []
+        interrupted = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not interrupted:
+                interrupted = True
+                self._proc.interrupt()
+                deadline = time.monotonic() + 2.0
+                continue
+            if remaining <= 0 and interrupted:
+                self.kill()
+                raise CallTimeout("coqidetop did not answer an interrupt; killed")
+            try:
+                elem = self._queue.get(timeout=max(0.0, remaining))
+            except queue.Empty:
+                continue
+            if elem is None:
+                self.closed = True
+                tail = " | ".join(self._stderr[-5:])
+                raise ProcessDied(f"coqidetop exited{': ' + tail if tail else ''}")
+            if elem.tag == "feedback":
+                content = elem.find("feedback_content")
+                kind = content.get("val") if content is not None else ""
+                if kind == "message":
+                    msg = content.find("message")
+                    level = msg.find("message_level").get("val")
+                    messages.append((level, richpp_text(msg.find("richpp")).strip()))
+                elif kind == "fileloaded":
+                    strings = content.findall("string")
+                    if strings:
+                        loaded.append(strings[0].text or "")
+                continue
+            if elem.tag == "message":  # old-style out-of-band message
+                level_elem = elem.find("message_level")
+                level = level_elem.get("val") if level_elem is not None else "notice"
+                messages.append((level, richpp_text(elem.find("richpp")).strip()))
+                continue
+            if elem.tag != "value":
+                continue
+            good = elem.get("val") == "good"
+            error = "" if good else richpp_text(elem.find("richpp")).strip()
+            if interrupted:
+                raise CallTimeout("interrupted at the deadline")
+            return Reply(good, elem, messages, error, loaded)
+
+    # -- protocol ----------------------------------------------------------------------------
+    def add(self, sentence: str, state: int, *, timeout_s: float) -> tuple[int | None, Reply]:
+        """Parse ``sentence`` after ``state``. Returns the new state id (None on a parse error)."""
+        xml = (
+            '<call val="Add"><pair><pair><pair><pair>'
+            f"<string>{escape(sentence)}</string><int>-1</int></pair>"
+            f'<pair><state_id val="{state}"/><bool val="false"/></pair></pair>'
+            "<int>0</int></pair><pair><int>0</int><int>0</int></pair></pair></call>"
+        )
+        reply = self.call(xml, timeout_s=timeout_s)
+        if not reply.good:
+            return None, reply
+        sid = reply.value.find("pair/state_id")
+        return int(sid.get("val")), reply
+
+    def goals(self, *, timeout_s: float) -> tuple[list[Goal] | None, Reply]:
+        """Execute up to the tip and return the focused goals (None when not in proof mode)."""
+        reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s)
+        if not reply.good:
+            return None, reply
+        opt = reply.value.find("option")
+        if opt is None or opt.get("val") == "none":
+            return None, reply
+        goals_elem = opt.find("goals")
+        lists = goals_elem.findall("list")
+        fg = lists[0].findall("goal") if lists else []
+        bg_count = len(lists[1].findall(".//goal")) if len(lists) > 1 else 0
+        shelved = len(lists[2].findall("goal")) if len(lists) > 2 else 0
+        parsed = [_parse_goal(g) for g in fg]
+        reply.messages.append(("debug", f"goals fg={len(fg)} bg={bg_count} shelved={shelved}"))
+        if not parsed and (bg_count or shelved):
+            # Unfocused or shelved goals remain: report them as remaining.
+            parsed = [_parse_goal(g) for g in lists[1].findall(".//goal")] + [
+                _parse_goal(g) for g in lists[2].findall("goal")
+            ]
+        return parsed, reply
+
+    def status(self, *, timeout_s: float) -> Reply:
+        return self.call('<call val="Status"><bool val="true"/></call>', timeout_s=timeout_s)
+
+    def edit_at(self, state: int, *, timeout_s: float) -> Reply:
+        return self.call(f'<call val="Edit_at"><state_id val="{state}"/></call>', timeout_s=timeout_s)
+
+    def query(self, command: str, state: int, *, timeout_s: float) -> Reply:
+        xml = (
+            '<call val="Query"><pair><route_id val="0"/><pair>'
+            f'<string>{escape(command)}</string><state_id val="{state}"/></pair></pair></call>'
+        )
+        return self.call(xml, timeout_s=timeout_s)
+
+    def kill(self) -> None:
+        self.closed = True
+        self._proc.kill()
+
+    close = kill
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+
+def _parse_goal(elem: ET.Element) -> Goal:
+    hyps_list = elem.find("list")
+    hyps = tuple(" ".join(richpp_text(h).split()) for h in (hyps_list if hyps_list is not None else []))
+    richpps = elem.findall("richpp")
+    concl = richpp_text(richpps[-1]).strip() if richpps else ""
+    return Goal(hyps, re.sub(r"[ \t]+", " ", concl))
