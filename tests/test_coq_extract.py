@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from proofgym.envs.errors import TaskFormatError
 from proofgym.envs.tasks.coq_extract import (
     CATEGORIES,
@@ -213,9 +212,7 @@ def test_exclusions_are_counted() -> None:
         """
     )
     assert sorted(_by_name(found.lemmas)) == ["ex_thm", "last", "not_mutual"]
-    assert found.excluded == Counter(
-        admitted=2, aborted=1, program=2, definition=1, module_type=1, functor=2
-    )
+    assert found.excluded == Counter(admitted=2, aborted=1, program=2, definition=1, module_type=1, functor=2)
     assert _by_name(found.lemmas)["last"].modules == ()
 
 
@@ -310,7 +307,14 @@ def test_extract_stdlib_tree_ids_metadata_and_stats(tmp_path: Path) -> None:
 
 def _fake_tasks() -> list[Task]:
     return [
-        Task(id=f"t.{cat}.{k:03d}", system="coq", context="", statement="Lemma x : True.", reference_proof="", category=cat)
+        Task(
+            id=f"t.{cat}.{k:03d}",
+            system="coq",
+            context="",
+            statement="Lemma x : True.",
+            reference_proof="",
+            category=cat,
+        )
         for cat, n in (("P1", 50), ("P2", 30), ("P3", 5))
         for k in range(n)
     ]

@@ -181,7 +181,7 @@ def count_proof_lines(proof: str) -> int:
     ``Proof.\\n  auto.\\nQed.`` and ``Proof. auto. Qed.`` both have one line,
     and ``Proof (f x).`` has one line. Never less than 1.
     """
-    lines = [line.strip() for line in _blank_comments(proof).splitlines()]
+    lines = [line.strip() for line in _blank_comments(proof).split("\n")]
     lines = [line for line in lines if line]
     if len(lines) > 1 and _is_single_sentence(lines[0], _is_proof_opener):
         lines = lines[1:]

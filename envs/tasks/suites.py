@@ -133,8 +133,10 @@ def _json_items(path: Path, text: str) -> list[tuple[str, object]]:
         line = text.count("\n", 0, len(text) - len(text.lstrip())) + 1
         return [(f"{path}:{line}", data)]
     if isinstance(data, list):
-        return [(f"{path}:{line}", item) for line, item in zip(_item_lines(text), data)]
-    raise TaskFormatError(f"{path}:1: a .json suite must hold a task object or a list of them, got {type(data).__name__}")
+        return [(f"{path}:{line}", item) for line, item in zip(_item_lines(text), data, strict=True)]
+    raise TaskFormatError(
+        f"{path}:1: a .json suite must hold a task object or a list of them, got {type(data).__name__}"
+    )
 
 
 def _item_lines(text: str) -> list[int]:

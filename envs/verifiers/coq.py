@@ -509,11 +509,11 @@ class CoqVerifier:
         self.stats["audits"] += 1
         if shutil.which(self.config.coqchk) is None:
             raise ProverNotFound(f"{self.config.coqchk} not found; install Coq: apt-get install coq")
-        closings = "".join(f"\nEnd {n}." for _, n in reversed(open_blocks(task.context)))
-        head = task.context + ("" if task.context.endswith("\n") or not task.context else "\n") + task.statement + "\n"
+        context, closings = audit_context(task.context)
+        head = context + ("" if context.endswith("\n") or not context else "\n") + task.statement + "\n"
         body = "\n".join(normalized.sentences)
         source = head + body + "\n" + closings + "\n"
-        base_axioms, base_flags = self._baseline(task.context, closings)
+        base_axioms, base_flags = self._baseline(context, closings)
         result = self._compile_and_check(source, task.timeout_s * 3 + 60)
         if result is None:
             return CheckResult(Verdict.TIMEOUT, ("audit: coqc/coqchk ran past the deadline",), backend="coqc")
@@ -576,6 +576,47 @@ class CoqVerifier:
             return 0, out, chk.returncode if chk.returncode is not None else 1, chk.stdout + chk.stderr
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+_MODULE_HEADER_RE = re.compile(
+    r"^((?:#\[[^\]]*\]\s*)*(?:(?:Local|Global)\s+)?Module\s+(?:(?:Import|Export)\s+)?[A-Za-z_][\w']*"
+    r"(?:\s*\([^)]*\))*)\s*(?:<:|:(?!=)).*\.$",
+    re.S,
+)
+
+
+def audit_context(context: str) -> tuple[str, str]:
+    """The context as a standalone file's prefix, and the ``End``s that close what it leaves open.
+
+    A module with a signature (``Module Nat <: NAxiomsSig.``) cannot be closed
+    half-way: its signature is checked at ``End``. For the audit its header loses
+    the signature, which changes nothing about the lemmas inside it.
+    """
+    from proofgym.envs.tasks.coq_extract import _head, _update_blocks
+
+    blocks: list = []
+    headers: dict[int, object] = {}
+    for s in split_sentences(context):
+        before = len(blocks)
+        _update_blocks(blocks, _head(s.code)[0])
+        if len(blocks) > before:
+            headers[len(blocks) - 1] = s
+        for k in list(headers):
+            if k >= len(blocks):
+                del headers[k]
+    pieces, cursor = [], 0
+    for depth in sorted(headers):
+        s = headers[depth]
+        if blocks[depth].kind != "Module":
+            continue
+        m = _MODULE_HEADER_RE.match(s.text)
+        if m:
+            pieces.append(context[cursor:s.start])
+            pieces.append(m.group(1) + ".")
+            cursor = s.start + len(s.text)
+    pieces.append(context[cursor:])
+    closings = "".join(f"\nEnd {b.name}." for b in reversed(blocks))
+    return "".join(pieces), closings
 
 
 def _messages(reply: Reply) -> list[str]:

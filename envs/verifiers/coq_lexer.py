@@ -154,38 +154,19 @@ def split_sentences(src: str) -> list[Sentence]:
         i = j
 
 
-_SECTION_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+([A-Za-z_][\w']*)(.*)$", re.S)
-_END_RE = re.compile(r"^End\s+([A-Za-z_][\w']*)\s*\.$")
-
-
 def open_blocks(src: str) -> list[tuple[str, str]]:
     """Sections and modules still open at the end of ``src``, outermost first.
 
-    Returns ``(kind, name)`` pairs with kind ``"Section"`` or ``"Module"``.
-    ``Module X := M.`` and ``Module X : T := M.`` (definitions) do not open a block.
+    Returns ``(kind, name)`` pairs, kind ``"Section"``, ``"Module"`` or ``"Module Type"``.
+    Handles ``Module Import M.``, ``Module X := M.`` (a definition, no block) and
+    ``Module M <: S with Module E := P.`` (a block despite the ``:=``).
     """
-    stack: list[tuple[str, str]] = []
+    from proofgym.envs.tasks.coq_extract import _head, _update_blocks  # one block tracker for the project
+
+    blocks: list = []
     for s in split_sentences(src):
-        code = _strip_attributes(s.code)
-        for prefix in ("Local ", "Global ", "Polymorphic ", "Monomorphic ", "Private "):
-            if code.startswith(prefix):
-                code = code[len(prefix) :]
-        m = _SECTION_RE.match(code)
-        if m:
-            kind = "Section" if code.startswith("Section") else "Module"
-            rest = m.group(2)
-            if kind == "Module" and ":=" in rest:
-                continue
-            stack.append((kind, m.group(1)))
-            continue
-        m = _END_RE.match(code)
-        if m:
-            name = m.group(1)
-            for k in range(len(stack) - 1, -1, -1):
-                if stack[k][1] == name:
-                    del stack[k:]
-                    break
-    return stack
+        _update_blocks(blocks, _head(s.code)[0])
+    return [(b.kind, b.name) for b in blocks]
 
 
 def _strip_attributes(code: str) -> str:
