@@ -163,12 +163,14 @@ class CheckResult:
     messages: tuple[str, ...] = ()
     remaining_goals: tuple[Goal, ...] = ()
     error_category: ErrorCategory = ErrorCategory.NONE
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    cached: bool = False
-    backend: str = ""
+    # Measurements and provenance do not take part in equality: two checks of the same
+    # proof are equal results even if they took different times or one was audited.
+    wall_s: float = field(default=0.0, compare=False)
+    cpu_s: float = field(default=0.0, compare=False)
+    cached: bool = field(default=False, compare=False)
+    backend: str = field(default="", compare=False)
     prover_version: str = ""
-    audited: bool = False
+    audited: bool = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,38 @@
+# The README's two commands: `make eval` (main job on the built-in default) and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+export PROOFGYM_CACHE ?= $(CURDIR)/.cache/proofgym
+WORKERS ?= 2
+
+.PHONY: setup suite eval test test-fast bench lint clean
+
+setup: $(BIN)/proofgym
+$(BIN)/proofgym: pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	@touch $@
+
+$(PROOFGYM_CACHE)/suites/coq-stdlib.jsonl: | setup
+	$(BIN)/proofgym build coq-stdlib --workers $(WORKERS)
+
+suite: $(PROOFGYM_CACHE)/suites/coq-stdlib.jsonl
+
+## main job: build + validate the default Coq suite, then evaluate the reference agent on it
+eval: suite
+	$(BIN)/proofgym eval --suite coq-stdlib --agent reference --k 1 --workers $(WORKERS)
+
+## all tiers that run on this machine (fast + real provers)
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not prover and not slow" tests
+
+bench: setup
+	$(BIN)/python scripts/bench_verifiers.py
+
+lint: setup
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf .cache runs build *.egg-info

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up proofgym on a fresh Debian machine (as root): provers, sandbox, venv.
+# Idempotent: a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(coq libcoq-hammer bubblewrap)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" != 0 ]; then echo "[setup] need root for apt-get (or install: ${missing[*]})" >&2; exit 1; fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[dev]"
+echo "[setup] done: $(.venv/bin/proofgym --help | head -1)"
+.venv/bin/proofgym doctor

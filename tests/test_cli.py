@@ -1,0 +1,144 @@
+"""The ``proofgym`` command: verdicts, exit codes, one-line errors, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from proofgym.training.evaluate import read_results
+from tests.conftest import requires_coq
+
+TASK = {"id": "cli.plus0", "system": "coq", "context": "", "statement": "Lemma plus0 (n : nat) : n + 0 = n.",
+        "reference_proof": "Proof. induction n; simpl; congruence. Qed.", "category": "P1", "timeout_s": 20}
+
+
+def run(*args: str, stdin: str | None = None, env: dict | None = None, timeout: float = 180):
+    return subprocess.run([sys.executable, "-m", "proofgym.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def task_file(tmp_path: Path) -> Path:
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(TASK))
+    return path
+
+
+def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return path
+
+
+def test_help_teaches():
+    out = run("--help").stdout
+    for word in ("check", "eval", "build", "doctor"):
+        assert word in out
+    check_help = run("check", "--help").stdout
+    assert "examples:" in check_help and "--json" in check_help
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.parametrize("proof, verdict", [
+    ("Proof. induction n; simpl; congruence. Qed.", "OK"),
+    ("Proof. Admitted.", "CHEATING"),
+    ("Proof. reflexivity. Qed.", "FAIL"),
+    ("Proof. induction n; simpl; congruence Qed.", "ERROR"),
+])
+def test_check_json_verdicts(tmp_path, task_file, proof, verdict):
+    proc = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", proof)), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["verdict"] == verdict and isinstance(out["reasons"], list)
+    if verdict == "CHEATING":
+        assert out["reasons"]
+
+
+@pytest.mark.prover
+@requires_coq
+def test_check_human_output(tmp_path, task_file):
+    proc = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", "Proof. Admitted. Qed.")))
+    assert proc.returncode == 0 and "CHEATING" in proc.stdout and "reason:" in proc.stdout
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("bad.json", "{not json", "invalid JSON"),
+    ("keys.json", json.dumps({"id": "x", "system": "coq"}), "missing required key"),
+    ("sys.json", json.dumps({**TASK, "system": "lean4"}), "unknown system"),
+])
+def test_bad_task_files_get_one_line_errors(tmp_path, name, content, message):
+    proof = write(tmp_path, "p.v", "Proof. auto. Qed.")
+    proc = run("check", str(write(tmp_path, name, content)), "--proof", str(proof))
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "empty"),
+    (b"\x00\x01\x02binary", "binary"),
+    ("(* big *)" + "x" * (10 * 1024 * 1024), "limit"),
+])
+def test_bad_proofs_get_one_line_errors(tmp_path, task_file, content, message):
+    proc = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", content)))
+    assert proc.returncode == 2, proc.stdout
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_prover_is_a_clear_error(tmp_path, task_file):
+    env = {**os.environ, "PATH": str(tmp_path)}  # no coqc anywhere
+    proc = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", "Proof. auto. Qed.")), env=env)
+    assert proc.returncode == 3
+    assert "apt-get install coq" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_doctor_lists_provers():
+    proc = run("doctor")
+    assert proc.returncode == 0 and "coqc" in proc.stdout and "dafny" in proc.stdout
+
+
+def test_eval_refuses_unwritable_results_dir(tiny_suite, tmp_path):
+    blocker = write(tmp_path, "file", "x")
+    proc = run("eval", "--suite", str(tiny_suite), "--out", str(blocker / "sub" / "r.jsonl"))
+    assert proc.returncode == 2 and "cannot create results dir" in proc.stderr
+
+
+@pytest.mark.prover
+@requires_coq
+def test_eval_killed_and_resumed_gives_same_totals(tiny_suite, tmp_path):
+    full = tmp_path / "full.jsonl"
+    proc = run("eval", "--suite", str(tiny_suite), "--k", "2", "--workers", "2", "--out", str(full), "--json")
+    assert proc.returncode == 0, proc.stderr
+    expected = json.loads(proc.stdout)
+    assert expected["n_results"] == 12
+    assert expected["per_category"]["all"]["n"] == 6
+    assert expected["verdicts"] == {"OK": 10, "FAIL": 2}  # tiny.wrong_ref's reference proof is wrong
+
+    part = tmp_path / "part.jsonl"
+    child = subprocess.Popen([sys.executable, "-m", "proofgym.cli", "eval", "--suite", str(tiny_suite), "--k", "2",
+                              "--workers", "1", "--out", str(part)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(read_results(part)) < 3:
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    written = len(read_results(part))
+    assert 3 <= written < 12, "the run should have been killed part-way"
+    with part.open("a") as fh:
+        fh.write('{"task_id": "tiny.lia", "sam')  # a torn line, as a kill mid-write leaves
+    proc = run("eval", "--suite", str(tiny_suite), "--k", "2", "--workers", "2", "--out", str(part), "--json")
+    assert proc.returncode == 0, proc.stderr
+    resumed = json.loads(proc.stdout)
+    for key in ("n_results", "verdicts", "per_category"):
+        assert resumed[key] == expected[key]
+    ids = [(r["task_id"], r["sample"]) for r in read_results(part)]
+    assert len(ids) == len(set(ids)) == 12
