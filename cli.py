@@ -181,10 +181,9 @@ def _version(cmd: list[str]) -> str | None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from proofgym.envs.verifiers.sandbox import bwrap_available
     from rich.console import Console
     from rich.table import Table
-
-    from proofgym.envs.verifiers.sandbox import bwrap_available
 
     rows = [
         ("coq", "coqc", _version(["coqc", "--version"]), "apt-get install coq"),

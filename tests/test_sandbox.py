@@ -201,18 +201,20 @@ def test_ro_binds_are_readable_but_not_writable(workdir: Path, secret: Path) -> 
 @pytest.mark.prover
 @needs_bwrap
 def test_writing_outside_workdir_is_contained(workdir: Path, secret: Path) -> None:
-    host_tmp = Path(f"/tmp/proofgym-escape-{uuid.uuid4().hex}")
-    targets = ["/usr/proofgym-escape", "/etc/proofgym-escape", str(host_tmp), str(secret.parent / "planted")]
+    name = f"proofgym-escape-{uuid.uuid4().hex}"
+    targets = [f"/usr/{name}", f"/etc/{name}", f"/tmp/{name}", str(secret.parent / name)]
     script = "".join(f'echo pwned > "{t}" && echo "WROTE {t}"; ' for t in targets)
-    script += f'mkdir -p "{secret.parent}" && echo pwned > "{secret.parent}/planted2"; echo ok > inside.txt'
+    script += f'mkdir -p "{secret.parent}" && echo pwned > "{secret.parent}/{name}.2"; echo ok > inside.txt'
+    planted = [Path(t) for t in targets] + [secret.parent / f"{name}.2"]
     try:
         run = Sandbox().run(["sh", "-c", script], workdir=workdir, timeout_s=10)
-        for target in targets + [str(secret.parent / "planted2")]:
-            assert not os.path.exists(target), f"{target} escaped the sandbox"
+        for path in planted:
+            assert not path.exists(), f"{path} escaped the sandbox"
         assert "WROTE /usr/" not in run.stdout and "WROTE /etc/" not in run.stdout  # read-only, even inside
         assert (workdir / "inside.txt").read_text() == "ok\n", "writes inside the workdir must reach the host"
     finally:
-        host_tmp.unlink(missing_ok=True)
+        for path in planted:  # only ever files this test named; present only if the sandbox is broken
+            path.unlink(missing_ok=True)
 
 
 def test_host_environment_does_not_leak(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -361,7 +363,9 @@ def test_busy_loop_is_killed_at_the_deadline(workdir: Path, marker: str, isolate
 def test_background_children_do_not_outlive_the_run(workdir: Path, marker: str, isolated: bool) -> None:
     box = _sandboxes(isolated)
     # setsid escapes the process group; only the cgroup (or the pid namespace) still holds it.
-    script = "setsid sleep 60 & sleep 60 & echo started"
+    script = (
+        "setsid sh -c 'echo $$ > bg.pid; exec sleep 60' & sleep 60 & while [ ! -s bg.pid ]; do :; done; echo started"
+    )
     run = box.run(["sh", "-c", script, marker], workdir=workdir, timeout_s=10, env=_marker_env(marker))
     assert run.returncode == 0 and "started" in run.stdout
     if box.process_limit == "cgroup" or box.isolated:
@@ -412,28 +416,46 @@ def test_stdin_is_fed(workdir: Path) -> None:
 
 INT_SCRIPT = (
     "import signal, sys, time\n"
+    "count = 0\n"
     "def on_int(*_):\n"
-    "    print('INT', flush=True)\n"
-    "    sys.exit(0)\n"
+    "    global count\n"
+    "    count += 1\n"
+    "    print(f'INT{count}', flush=True)\n"
+    "    if count == 2:\n"
+    "        sys.exit(0)\n"
     "signal.signal(signal.SIGINT, on_int)\n"
     "print('READY', flush=True)\n"
-    "time.sleep(30)\n"
-    "print('NO-INT', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(30)\n"
 )
 
 
 @pytest.mark.parametrize("isolated", ISOLATION)
-def test_interrupt_reaches_the_program(workdir: Path, isolated: bool) -> None:
+def test_interrupt_reaches_the_program_without_killing_it(workdir: Path, isolated: bool) -> None:
     _require_python3()
     if isolated and not bwrap_available():
         pytest.skip("bubblewrap (bwrap) missing or cannot create namespaces here: apt-get install bubblewrap")
     with Sandbox(use_bwrap=isolated).popen([PYTHON, "-u", "-c", INT_SCRIPT], workdir=workdir) as job:
         assert b"READY" in _read_until(job, b"READY")
         assert job.interrupt()
-        assert b"INT" in _read_until(job, b"INT")
-        assert job.wait(timeout=10) == 0  # the handler exited cleanly: SIGINT did not kill bwrap or the job
+        assert b"INT1" in _read_until(job, b"INT1")
+        assert job.alive(), "SIGINT must interrupt the program, not kill bwrap or the job"
+        assert job.interrupt()
+        assert b"INT2" in _read_until(job, b"INT2")
+        assert job.wait(timeout=10) == 0  # the handler exited cleanly
         assert not job.alive()
         assert not job.interrupt()
+
+
+@pytest.mark.parametrize("isolated", ISOLATION)
+def test_relative_program_runs_from_the_workdir(workdir: Path, isolated: bool) -> None:
+    if isolated and not bwrap_available():
+        pytest.skip("bubblewrap (bwrap) missing or cannot create namespaces here: apt-get install bubblewrap")
+    script = workdir / "prog.sh"
+    script.write_text('#!/bin/sh\necho "hi from $(pwd)"\n')
+    script.chmod(0o755)
+    run = Sandbox(use_bwrap=isolated).run(["./prog.sh"], workdir=workdir, timeout_s=10)
+    assert run.returncode == 0 and run.stdout == f"hi from {workdir}\n"
 
 
 @pytest.mark.parametrize("isolated", ISOLATION)
@@ -453,6 +475,25 @@ def test_context_manager_kills_and_close_is_idempotent(workdir: Path, marker: st
     job.kill()
     if box.process_limit == "cgroup" or isolated:
         assert _processes_with(marker) == []
+
+
+@pytest.mark.parametrize("isolated", ISOLATION)
+def test_without_a_cgroup_it_degrades_with_a_warning(
+    workdir: Path, marker: str, isolated: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if isolated and not bwrap_available():
+        pytest.skip("bubblewrap (bwrap) missing or cannot create namespaces here: apt-get install bubblewrap")
+    monkeypatch.setattr(sandbox_module, "_cgroup_layout", sandbox_module._CgroupLayout(None, None, False, "test"))
+    box = Sandbox(use_bwrap=isolated)
+    assert box.process_limit == ("none" if os.geteuid() == 0 else "rlimit")
+    assert any("max_processes" in w for w in box.warnings)
+    run = box.run(
+        ["sh", "-c", "sleep 60 & echo started", marker], workdir=workdir, timeout_s=10, env=_marker_env(marker)
+    )
+    assert run.returncode == 0 and run.stdout == "started\n" and run.peak_processes is None
+    busy = box.run(["sh", "-c", "while :; do :; done", marker], workdir=workdir, timeout_s=1, env=_marker_env(marker))
+    assert busy.timed_out and busy.wall_s < 1 + GRACE_S
+    assert _processes_with(marker) == []
 
 
 def test_cgroup_is_removed_after_the_job(workdir: Path) -> None:

@@ -243,8 +243,14 @@ class _progress:
     def __enter__(self) -> Callable[[str], None]:
         if not self.enabled:
             return lambda _label: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-            TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                   TimeRemainingColumn(), TextColumn("{task.description}"), transient=False)

@@ -38,7 +38,7 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
 from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
@@ -337,6 +337,7 @@ class CoqVerifier:
                 raise VerifierCrashed(f"coqidetop died while loading the context: {exc}") from None
             if new is None:
                 raise ContextLoadError(f"context does not parse at {s.text[:60]!r}: {reply.error}")
+            loaded.update(reply.loaded)
             state = new
         try:
             reply = ide.status(timeout_s=max(1.0, deadline - time.monotonic()))
@@ -419,10 +420,12 @@ class CoqVerifier:
 
     def _failure(self, index: int, sentence: str, reply: Reply, goals: list[Goal]) -> _Outcome:
         message = reply.error or "; ".join(t for lvl, t in reply.messages if lvl == "error")
+        # The verdict comes from where it failed (execution: FAIL), never from the message
+        # text, which a proof controls (`fail "Syntax error"`). The category is only a hint.
         category = categorize(message)
-        verdict = Verdict.ERROR if category is ErrorCategory.SYNTAX else Verdict.FAIL
-        if category is ErrorCategory.TIMEOUT:
-            verdict = Verdict.TIMEOUT
+        if category in (ErrorCategory.SYNTAX, ErrorCategory.TIMEOUT):
+            category = ErrorCategory.LOGIC
+        verdict = Verdict.FAIL
         return _Outcome(verdict, [f"sentence {index + 1} failed: {sentence[:80]}"], [message], tuple(goals), category)
 
     # -- integrity ----------------------------------------------------------------------------
@@ -457,51 +460,64 @@ class CoqVerifier:
     def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
         session = self._session(task.context)
         state = outcome.final_state
+        # Everything that queries the submission's state runs first: computing the
+        # allow-list may run the reference proof, which moves the session away from it.
         axioms, other = self._assumptions(session, state, name)
         reasons = [f"unsafe assumption: {o}" for o in other]
+        reasons += self._leak_reasons(task, name, session, state)
         if axioms:
             allowed = self._allowed_axioms(task)
-            # _allowed_axioms may have run the reference proof: re-run the submission to restore the state.
-            session = self._session(task.context)
+            allowed_short = {a.split(".")[-1] for a in allowed}
             for ax in axioms:
                 if _is_primitive(ax) and ax not in allowed:
                     reasons.append(f"uses primitive {ax} not allowed by this task")
-                elif ax not in allowed and ax.split(".")[-1] not in {a.split(".")[-1] for a in allowed}:
+                elif ax not in allowed and ax.split(".")[-1] not in allowed_short:
                     reasons.append(f"relies on axiom {ax} outside the allow-list")
-        reasons += self._leak_reasons(task, name, normalized, session, state)
         return reasons
 
-    def _leak_reasons(self, task: Task, name: str, normalized: NormalizedProof, session: _Session,
-                      state: int | None) -> list[str]:
-        """The proof must not use the original lemma, or anything its original file defines."""
+    def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None) -> list[str]:
+        """The proof term must not use the original lemma, or anything of its original file.
+
+        The check reads the *proof term* (``Print``), not the proof text, so hint
+        databases, ``autorewrite`` and Ltac that use a lemma without naming it are
+        caught too; ``abstract`` sub-proofs are followed. Each candidate name is
+        resolved with ``Locate`` in the proof's own state.
+        """
         qualid = str(task.metadata.get("qualid", ""))
         module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
-        reasons: list[str] = []
-        candidates = sorted(t for t in normalized.identifiers if t.split(".")[-1] == name)
         original_loaded = bool(module) and module in session.loaded
-        if original_loaded:
-            candidates = sorted(normalized.identifiers)
-        if not candidates:
-            return reasons
-        # Run the submission again to get a state where the queries mean what they meant in the proof.
-        outcome = self._run_attempt(task, normalized)
-        if outcome.final_state is None:
-            return reasons
-        session = self._session(task.context)
-        for ident in candidates[:200]:
-            reply = session.ide.query(f"Locate {ident}.", outcome.final_state, timeout_s=30)
-            text = "\n".join(t for _, t in reply.messages)
-            found = re.findall(r"^(?:Constant|Inductive|Constructor|Notation)\s+(\S+)", text, re.M)
-            for full in found:
-                if qualid and full == qualid:
-                    reasons.append(f"uses the original lemma {full}")
-                elif module and full.startswith(module + ".") and original_loaded:
-                    reasons.append(f"uses {full} from the original file {module}")
-                elif not qualid and full.split(".")[-1] == name and full != name and not full.endswith("Top." + name):
-                    reasons.append(f"uses {full}, a lemma with the target's name")
-                if found and ident.split(".")[-1] == name:
-                    break
-        return sorted(set(reasons))
+        ide = session.ide
+        reasons: set[str] = set()
+        seen_consts = {f"Top.{name}"}
+        to_print = [name]
+        idents: set[str] = set()
+        while to_print:
+            const = to_print.pop()
+            reply = ide.query(f"Print {const}.", state, timeout_s=60)
+            if not reply.good:
+                return [f"cannot read the proof term of {const} to audit it: {reply.error[:100]}"]
+            body = "\n".join(t for lvl, t in reply.messages if lvl == "notice")
+            body = body.split("\n     : ", 1)[0]  # the term, not its type (which is the task's statement)
+            found = set(_TERM_IDENT_RE.findall(_strip_strings(body)))
+            if len(idents | found) > MAX_TERM_IDENTS:
+                return [f"proof term names more than {MAX_TERM_IDENTS} constants; too large to audit for leaks"]
+            for ident in sorted(found - idents):
+                if not original_loaded and ident.split(".")[-1] != name and "_subproof" not in ident:
+                    continue
+                for full in _locate(ide, ident, state):
+                    if full == f"Top.{name}":
+                        continue
+                    if full.startswith(f"Top.{name}_subproof") and full not in seen_consts:
+                        seen_consts.add(full)
+                        to_print.append(full.split(".", 1)[1])
+                    elif qualid and full == qualid:
+                        reasons.add(f"uses the original lemma {full}")
+                    elif original_loaded and full.startswith(module + "."):
+                        reasons.add(f"uses {full} from the original file {module}")
+                    elif not qualid and full.split(".")[-1] == name:
+                        reasons.add(f"uses {full}, a lemma with the target's name")
+            idents |= found
+        return sorted(reasons)
 
     # -- audit ----------------------------------------------------------------------------------
     def _audit(self, task: Task, normalized: NormalizedProof) -> CheckResult | None:
@@ -617,6 +633,30 @@ def audit_context(context: str) -> tuple[str, str]:
     pieces.append(context[cursor:])
     closings = "".join(f"\nEnd {b.name}." for b in reversed(blocks))
     return "".join(pieces), closings
+
+
+MAX_TERM_IDENTS = 20000
+_TERM_IDENT_RE = re.compile(r"(?<![\w'.])[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*")
+
+
+def _strip_strings(text: str) -> str:
+    return re.sub(r'"(?:[^"]|"")*"', '""', text)
+
+
+def _locate(ide: IdeTop, ident: str, state: int | None) -> list[str]:
+    """What ``ident`` refers to in ``state``: entries without a "shorter name" note."""
+    reply = ide.query(f"Locate {ident}.", state, timeout_s=30)
+    text = "\n".join(t for _, t in reply.messages)
+    out: list[str] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(?:Constant|Inductive|Constructor|Notation|Ltac|Module)\s+(\S+)", line)
+        if not m:
+            continue
+        annotated = i + 1 < len(lines) and "shorter name to refer to it" in lines[i + 1]
+        if not annotated:
+            out.append(m.group(1))
+    return out
 
 
 def _messages(reply: Reply) -> list[str]:

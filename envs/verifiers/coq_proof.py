@@ -131,7 +131,7 @@ def normalize_proof(proof: str) -> NormalizedProof:
             else:  # pragma: no cover - _PROOF_TERM_RE matches any "Proof ... ."
                 cheats.append(f"unrecognised Proof command: {_short(code)}")
             continue
-        if code in ("Unshelve.", "Grab Existential Variables."):
+        if code == "Unshelve.":
             out.append(code)  # proof-mode commands that only reorder goals
             continue
         selector, body = _split_selector(code)
@@ -204,5 +204,6 @@ VERNACULAR = frozenset(
     Universe Universes Unset Unshelve Validate Variable Variables Variant Chapter Attributes
     Cumulative NonCumulative Coercion Equations Import Instructions Property Abbreviation Enable
     Disable Drop Initial Primitive Sort Syntax Custom Contextual Inductives Plugin Fail Succeed
+    From End Grab Proof Goal Lemma Import Export Include Declare Hint Tactic Ltac
     """.split()
 )

@@ -24,6 +24,7 @@ from proofgym.envs.types import Goal
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess
 
 _ENTITIES = {"&nbsp;": " "}
+_INVALID_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class CallTimeout(Exception):
@@ -94,6 +95,8 @@ class IdeTop:
                     text, pending = pending, ""
                 for ent, rep in _ENTITIES.items():
                     text = text.replace(ent, rep)
+                # coqidetop echoes characters that XML forbids (a proof can print U+FFFF): replace them.
+                text = _INVALID_XML.sub("\uFFFD", text)
                 parser.feed(text)
                 for event, elem in parser.read_events():
                     if event == "start":

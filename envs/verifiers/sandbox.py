@@ -324,6 +324,7 @@ def _remove_stale_cgroups(parent: Path) -> None:
 
 
 _group_counter = itertools.count()
+_logged_warnings: set[str] = set()
 
 
 class _JobCgroups:
@@ -482,6 +483,13 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _findable(program: str, workdir: Path, path: str) -> bool:
+    """Whether ``program`` resolves as the job would resolve it (PATH lookup; a relative path from ``workdir``)."""
+    if os.sep in program:
+        return os.access(workdir / program, os.X_OK)  # an absolute ``program`` replaces workdir
+    return shutil.which(program, path=path) is not None
+
+
 def _exe(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/exe")
@@ -518,6 +526,7 @@ class SandboxedProcess:
         self._rusage: resource.struct_rusage | None = None
         self._killed = False
         self._pidfd: int | None = None
+        self._program: tuple[int, list[int]] | None = None  # (bwrap's pid-namespace init, program pids)
         with contextlib.suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(proc.pid)
 
@@ -559,10 +568,12 @@ class SandboxedProcess:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            if self._pidfd is not None:
+            pidfd = self._pidfd
+            if pidfd is not None:
+                # Short slices: kill() in another thread may close the pidfd under us.
                 poller = select.poll()
-                poller.register(self._pidfd, select.POLLIN)
-                poller.poll(None if remaining is None else max(1, int(remaining * 1000)))
+                poller.register(pidfd, select.POLLIN)
+                poller.poll(max(1, int(1000 * min(0.1, 0.1 if remaining is None else remaining))))
             else:
                 time.sleep(delay if remaining is None else min(delay, remaining))
                 delay = min(delay * 2, 0.05)
@@ -629,13 +640,21 @@ class SandboxedProcess:
         """Host pids of the sandboxed program itself (not bwrap), waiting up to ``wait_s`` for it to exec."""
         if not self.isolated:
             return [self.pid] if self.alive() else []
+        if self._program is not None:  # still the children of the same init: no /proc scan needed
+            init, cached = self._program
+            live = [p for p in cached if (_stat_ppid_pgid(p) or (0, 0))[0] == init]
+            if live:
+                return live
         # outer bwrap (host) -> bwrap as pid 1 of the new pid namespace -> the program (pid 2).
         deadline = time.monotonic() + wait_s
         while True:
-            programs = [p for init in _children(self.pid) for p in _children(init)]
-            started = [p for p in programs if _exe(p) not in (None, self._bwrap_path)]
-            if started or time.monotonic() > deadline or not self.alive():
-                return started
+            for init in _children(self.pid):
+                started = [p for p in _children(init) if _exe(p) not in (None, self._bwrap_path)]
+                if started:
+                    self._program = (init, started)
+                    return started
+            if time.monotonic() > deadline or not self.alive():
+                return []
             time.sleep(0.005)
 
     def send_signal(self, sig: int) -> bool:
@@ -659,7 +678,8 @@ class SandboxedProcess:
     def communicate_until(self, data: bytes | None, deadline: float) -> tuple[bytes, bytes, bool, bool]:
         """Feed ``data``, collect output until the outer process exits or ``deadline`` (monotonic) passes.
 
-        Returns (stdout, stderr, timed_out, truncated). Does not kill; the caller does.
+        Returns (stdout, stderr, timed_out, truncated), then kills what is left of the job. Reads the
+        pipes' file descriptors directly: call it before anything else reads ``proc.stdout``/``stderr``.
         """
         chunks: dict[int, list[bytes]] = {}
         sizes: dict[int, int] = {}
@@ -724,7 +744,7 @@ class SandboxedProcess:
                 if remaining <= 0:
                     timed_out = True
                     break
-                pump(min(remaining, 0.05 if self._pidfd is None or not readers_open() else remaining))
+                pump(min(remaining, 0.05 if self._pidfd is None or not readers_open() else 0.1))
                 if self._pidfd is None and not readers_open():
                     time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
             # The job is over (or is about to be killed); keep what it already wrote.
@@ -798,7 +818,9 @@ class Sandbox:
             warnings.append("CPU accounting misses processes killed at the deadline (no cpuacct cgroup)")
         self.warnings: tuple[str, ...] = tuple(warnings)
         for line in self.warnings:
-            logger.warning("sandbox: %s", line)
+            if line not in _logged_warnings:  # once per process, not once per Sandbox
+                _logged_warnings.add(line)
+                logger.warning("sandbox: %s", line)
         self._rlimits = self._compute_rlimits()
 
     def __repr__(self) -> str:
@@ -840,11 +862,13 @@ class Sandbox:
         return path
 
     def command(self, argv: Sequence[str], workdir: Path) -> list[str]:
-        """The full argv that runs ``argv`` in the sandbox (``bwrap ... -- argv``; ``argv`` itself unisolated).
+        """The full argv that runs ``argv`` in the sandbox: ``bwrap ... -- argv`` (``argv`` itself when unisolated).
 
-        The environment is not part of it: :meth:`popen` passes it to bwrap with ``--setenv``.
+        Inside bwrap the environment is PATH, HOME=workdir and LANG=C.UTF-8 only. Rlimits and the
+        pids cgroup are applied by :meth:`popen`/:meth:`run`, not by this argv: prefer those.
         """
-        return self._command(argv, self._workdir(workdir), {})
+        workdir = self._workdir(workdir)
+        return self._command(argv, workdir, self._env(workdir, None))
 
     def _env(self, workdir: Path, env: Mapping[str, str] | None) -> dict[str, str]:
         merged = {"PATH": SANDBOX_PATH, "HOME": str(workdir), "LANG": "C.UTF-8"}
@@ -860,7 +884,8 @@ class Sandbox:
             raise ValueError("argv is empty")
         if not self.isolated:
             return argv
-        assert self._bwrap_path is not None
+        if self._bwrap_path is None:
+            raise SandboxError("isolated sandbox without a bwrap path")
         cmd = [self._bwrap_path, "--unshare-all", "--unshare-pid"]
         if self.network:
             cmd.append("--share-net")
@@ -907,11 +932,7 @@ class Sandbox:
         workdir = self._workdir(workdir)
         full_env = self._env(workdir, env)
         program = os.fspath(argv[0]) if argv else ""
-        if (
-            program
-            and shutil.which(program, path=full_env["PATH"]) is None
-            and not (os.sep in program and os.path.exists(program))
-        ):
+        if program and not _findable(program, workdir, full_env["PATH"]):
             raise FileNotFoundError(errno.ENOENT, f"{program!r} not found on the sandbox PATH {full_env['PATH']}")
         cmd = self._command(argv, workdir, full_env)
         cgroups = (
@@ -967,7 +988,7 @@ class Sandbox:
         code = job.proc.returncode
         sig: int | None = None
         if timed_out:
-            code, sig = None, signal_module.SIGKILL
+            code, sig = None, int(signal_module.SIGKILL)
         elif code is not None and code < 0:
             sig = -code
         elif self.isolated and code is not None and 128 < code < 128 + signal_module.NSIG:

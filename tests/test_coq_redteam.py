@@ -1,0 +1,389 @@
+"""Red-team tests for the Coq verifier: every cheat must be refused, every honest proof accepted.
+
+The targets are chosen so that a cheat that *worked* would come back ``OK``: a false goal
+(``1 = 2``), a goal whose original lemma is loaded by the context (the "leak" task, with and
+without ``metadata.qualid``), and a context that offers an axiom the task does not allow.
+
+``LEAK_HOLES`` and ``CLASSIFICATION_GAPS`` are holes the red team found and that were then
+fixed; they stay as regression tests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from proofgym.envs.types import Task, Verdict
+
+pytestmark = pytest.mark.prover
+
+CHEATING = frozenset({Verdict.CHEATING})
+REFUSED = frozenset({Verdict.CHEATING, Verdict.FAIL})
+# Only for texts that are not Coq at all (Coq's own lexer/parser rejects them).
+UNPARSABLE = frozenset({Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR})
+
+
+def _task(tid: str, statement: str, *, context: str = "", reference: str = "Proof. Admitted.",
+          timeout_s: float = 10, **metadata: object) -> Task:
+    return Task(id=f"redteam.{tid}", system="coq", context=context, statement=statement,
+                reference_proof=reference, category="P1", timeout_s=timeout_s, metadata=dict(metadata))
+
+
+LEAK_CONTEXT = "Require Import List.\n"
+LEAK_STATEMENT = "Lemma app_nil_r (A : Type) (l : list A) : l ++ nil = l."
+LEAK_REFERENCE = "Proof. induction l; simpl; [reflexivity | rewrite IHl; reflexivity]. Qed."
+
+TASKS = {
+    # False: any OK is a hole.
+    "false": _task("false_goal", "Lemma false_goal : 1 = 2."),
+    # True but needs induction: for cheats that would have to shortcut the work.
+    "hard": _task("hard", "Lemma hard (n : nat) : n + 0 = n.", reference="Proof. induction n; simpl; auto. Qed."),
+    # The original lemma is loaded by the context (Require Import List): using it is the leak.
+    "leak": _task("leak", LEAK_STATEMENT, context=LEAK_CONTEXT, reference=LEAK_REFERENCE,
+                  qualid="Coq.Lists.List.app_nil_r"),
+    # Same, without a qualid: only "a lemma with the target's name" can be detected.
+    "leak_noq": _task("leak_noq", LEAK_STATEMENT, context=LEAK_CONTEXT, reference=LEAK_REFERENCE),
+    # The context offers classical logic; the task's reference proof is intuitionistic.
+    "classic": _task("classic", "Lemma dn (P : Prop) : ~ ~ (P \\/ ~ P).",
+                     context="Require Import Coq.Logic.Classical_Prop.\n",
+                     reference="Proof. intro H. apply H. right. intro p. apply H. left. exact p. Qed."),
+    # The context declares an inconsistent axiom the task does not allow.
+    "axiom_ctx": _task("axiom_ctx", "Lemma false_ax : 1 = 2.", context="Axiom bad : 1 = 2.\n"),
+}
+
+PAD = " ".join(f"aa{i:03d}" for i in range(205))  # 205 identifiers that sort before "app_nil_r"
+
+
+def C(task: str, proof: str, allowed: frozenset[Verdict] = CHEATING, *, id: str, marks=()):
+    return pytest.param(task, proof, allowed, id=id, marks=marks)
+
+
+CHEATS = [
+    # -- holes and endings that do not prove -------------------------------------------------------
+    C("false", "Proof. Admitted.", id="admitted"),
+    C("false", "Proof. admit. Qed.", id="admit-qed"),
+    C("false", "Proof. give_up. Qed.", id="give_up"),
+    C("false", "Proof. exact ltac:(give_up). Qed.", id="give_up-in-ltac-term"),
+    C("false", "Proof (ltac:(admit)).", id="admit-in-proof-term"),
+    C("false", "Proof. [x]: admit. Qed.", id="admit-under-named-selector"),
+    C("false", "- admit.", id="admit-under-bullet"),
+    C("false", "Proof with admit. auto... Qed.", id="proof-with-admit"),
+    C("false", "Proof using. Admitted.", id="proof-using-admitted"),
+    C("false", "Proof. Abort. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="abort-restart"),
+    C("false", "Proof. idtac. Abort All.", id="abort-all"),
+    C("false", "Proof. Save foo.", id="save"),
+    C("false", "Proof. Give Up.", id="give-up-command"),
+    C("false", "Proof. Qed.", REFUSED, id="incomplete-qed"),
+    C("false", "Proof. shelve. Qed.", REFUSED, id="shelve-goal"),
+    C("false", "Proof. enough False by contradiction. Qed.", REFUSED, id="enough-leaves-goal"),
+    C("false", "Proof. repeat idtac. Qed.", REFUSED, id="repeat-idtac-incomplete"),
+    # -- new axioms / assumptions inside the proof --------------------------------------------------
+    C("false", "Proof. Axiom ax : 1 = 2. exact ax. Qed.", id="axiom"),
+    C("false", "Proof. Parameter ax : 1 = 2. exact ax. Qed.", id="parameter"),
+    C("false", "Proof. Conjecture ax : 1 = 2. exact ax. Qed.", id="conjecture"),
+    C("false", "Proof. Hypothesis ax : 1 = 2. exact ax. Qed.", id="hypothesis"),
+    C("false", "Proof. Variable ax : 1 = 2. exact ax. Qed.", id="variable"),
+    C("false", "Section S. Hypothesis H : 1 = 2. exact H. Qed.", id="section-hypothesis"),
+    C("false", "Proof. Module M. Parameter Inline x : 1 = 2. End M. exact M.x. Qed.", id="module-parameter-inline"),
+    C("false", "Proof. Module Type T. Parameter x : 1 = 2. End T. Module F (X : T). Definition y := X.x. End F. "
+               "Qed.", id="functor"),
+    C("false", "Proof. Instance i : 1 = 2. Admitted. Qed.", id="instance"),
+    C("false", "Proof. Hint Extern 1 => exact I : core. auto. Qed.", id="hint-extern"),
+    C("false", "Proof. Hint Extern 1 => admit : core. auto. Qed.", id="hint-extern-admit"),
+    C("false", "Proof. Obligation 1. Qed.", id="obligation"),
+    C("false", "Proof. Program Definition x : 1 = 2 := _. Next Obligation. Admitted. Qed.", id="program"),
+    C("false", "Proof. eapply eq_trans. Existential 1 := 1. Qed.", id="existential"),
+    # -- turning the checker off --------------------------------------------------------------------
+    C("false", "Unset Guard Checking. Fixpoint f (n : nat) : 1 = 2 := f n. Proof. exact (f 0). Qed.",
+      id="unset-guard-checking"),
+    C("false", "Proof. #[bypass_check(guard)] Fixpoint f (n : nat) : 1 = 2 := f n. exact (f 0). Qed.",
+      id="bypass-check-attribute"),
+    C("false", "Proof. Unset Universe Checking. Qed.", id="unset-universe-checking"),
+    C("false", "Proof. Unset Positivity Checking. Qed.", id="unset-positivity-checking"),
+    C("false", "Proof. Declare ML Module \"evil\". Qed.", id="declare-ml-module"),
+    C("false", "Proof. Redirect \"x\" Admitted.", id="redirect"),
+    C("false", "Proof. Drop. Qed.", id="drop"),
+    C("false", "Proof. Load \"evil\". Qed.", id="load"),
+    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require"),
+    C("false", "Proof. Extraction \"/tmp/x\" nat. Qed.", id="extraction"),
+    C("false", "Proof. Set Ltac Debug. Qed.", id="set-ltac-debug"),
+    C("false", "Proof. Set Printing All. reflexivity. Qed.", id="set-printing"),
+    C("hard", "Proof. Set Printing All. induction n; simpl; auto. Qed.", id="set-printing-harmless"),
+    # -- nested definitions, redefinitions, shadowing -------------------------------------------------
+    C("false", "Proof. Lemma helper : 1 = 2. Admitted. exact helper. Qed.", id="nested-lemma"),
+    C("false", "Proof. Definition two := 1. reflexivity. Qed.", id="nested-definition"),
+    C("false", "Proof. Definition false_goal : 1 = 2 := ltac:(admit). Qed.", id="nested-definition-same-name"),
+    C("leak", "Proof. Definition rev (A : Type) (l : list A) := l. reflexivity. Qed.", id="shadow-rev"),
+    C("false", "Proof. Notation \"2\" := 1. reflexivity. Qed.", id="notation"),
+    C("false", "Proof. Infix \"=\" := (fun a b => True). exact I. Qed.", id="infix"),
+    C("false", "Proof. Local Ltac foo := idtac. foo. Qed.", id="local-ltac"),
+    C("false", "Proof. Local Ltac foo := admit. foo. Qed.", id="local-ltac-admit"),
+    C("false", "Proof. Ltac reflexivity := idtac. reflexivity. Qed.", id="ltac-redefine-reflexivity"),
+    C("false", "Proof. Ltac auto ::= idtac. auto. Qed.", id="ltac-redefine-auto"),
+    # -- ending early and restarting ----------------------------------------------------------------
+    C("false", "Proof. reflexivity. Qed. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="qed-restart"),
+    C("false", "Proof. Qed. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="empty-qed-restart"),
+    C("false", "Proof. reflexivity. Defined. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.",
+      id="defined-restart"),
+    C("false", "Proof. reflexivity. Qed. Admitted.", id="qed-then-admitted"),
+    C("false", "Proof. Proof. reflexivity. Qed.", id="second-proof"),
+    C("false", "Proof. Restart. Admitted.", id="restart"),
+    C("false", "Proof. Undo. Qed.", id="undo"),
+    C("false", "Proof. Focus 1. Qed.", id="focus"),
+    C("false", "Proof. Show Proof. Qed.", id="show"),
+    C("false", "Proof. Eval compute in 1. Qed.", id="eval"),
+    C("false", "Proof. Check 1. Qed.", id="check"),
+    C("false", "all: Admitted.", id="selector-admitted"),
+    C("false", "2: Qed.", id="selector-qed"),
+    # -- control prefixes ---------------------------------------------------------------------------
+    C("false", "Proof. Fail Admitted.", id="fail-prefix"),
+    C("false", "Proof. Fail reflexivity. Admitted.", id="fail-prefix-then-admitted"),
+    C("false", "Proof. Succeed Admitted. Qed.", id="succeed-prefix"),
+    C("false", "Proof. Timeout 1 Admitted.", id="timeout-prefix"),
+    C("false", "Proof. Time Admitted.", id="time-prefix"),
+    # -- comments, strings and the sentence cut -------------------------------------------------------
+    C("false", "Comments \"x\". Proof. reflexivity. Qed.", id="comments-command"),
+    C("false", "Proof. (* *) Admitted.", id="comment-then-admitted"),
+    C("false", "Proof. idtac \"x. Admitted.\". Qed.", REFUSED, id="admitted-inside-string"),
+    C("false", "Proof. (* reflexivity. Qed. *)", REFUSED, id="everything-in-comment"),
+    C("false", "Proof. reflexivity. (* Qed. Admitted.", UNPARSABLE, id="unterminated-comment-swallows"),
+    C("false", "Proof. idtac \"Qed. Admitted.", UNPARSABLE, id="unterminated-string-swallows"),
+    C("false", "Proof. reflexivity. Qed. garbage", UNPARSABLE, id="qed-then-garbage"),
+    C("false", "Proof.\r\nAdmitted.\r\n", id="crlf-admitted"),
+    C("false", "Proof.\rAdmitted.\r", id="cr-admitted"),
+    # -- Unicode ------------------------------------------------------------------------------------
+    C("false", "Proof. \u0410dmitted.", REFUSED, id="homoglyph-cyrillic-A-admitted"),
+    C("false", "Proof. reflexivity. Q\u0435d.", REFUSED, id="homoglyph-cyrillic-e-qed"),
+    C("false", "Proof. \u0430dmit. Qed.", REFUSED, id="homoglyph-cyrillic-a-admit"),
+    C("false", "Proof. Adm\u200bitted.", UNPARSABLE, id="zero-width-in-admitted"),
+    C("false", "Proof. reflexivity. Qed\u200b.", REFUSED, id="zero-width-in-qed"),
+    C("false", "Proof.\u00a0Admitted.", id="nbsp-admitted"),
+    C("false", "Proof.\u2028Admitted.", id="line-separator-admitted"),
+    # -- goals and evars ----------------------------------------------------------------------------
+    C("false", "Proof. refine (_ : 1 = 2). Unshelve. Qed.", REFUSED, id="unshelve-abuse"),
+    C("false", "Proof. eapply eq_trans. Unshelve. Qed.", REFUSED, id="unshelve-evars"),
+    C("false", "Proof. eapply eq_trans. Grab Existential Variables. Qed.", REFUSED, id="grab-existential-variables"),
+    C("false", "Proof. cofix f. exact f. Qed.", REFUSED, id="cofix-self"),
+    C("false", "Proof. fix f 1. Qed.", REFUSED, id="fix-self"),
+    C("hard", "Proof. assert (X : forall m : nat, 1 = 2). { fix f 1. intro m. exact (f m). } "
+              "discriminate (X 0). Qed.", REFUSED, id="unguarded-fix-tactic"),
+    C("false", "Proof. apply false_goal. Qed.", REFUSED, id="self-reference"),
+    # -- unchecked terms and reduction machines: the kernel must re-check at Qed ------------------------
+    C("false", "Proof. exact_no_check (eq_refl 1). Qed.", REFUSED, id="exact_no_check"),
+    C("false", "Proof. abstract (exact_no_check (eq_refl 1)). Qed.", REFUSED, id="abstract-exact_no_check"),
+    C("false", "Proof. vm_cast_no_check (eq_refl 1). Qed.", REFUSED, id="vm_cast_no_check"),
+    C("false", "Proof. native_cast_no_check (eq_refl 1). Qed.", REFUSED, id="native_cast_no_check"),
+    C("false", "Proof. change_no_check (1 = 1). reflexivity. Qed.", REFUSED, id="change_no_check"),
+    C("false", "Proof. vm_compute. reflexivity. Qed.", REFUSED, id="vm_compute"),
+    C("false", "Proof. native_compute. reflexivity. Qed.", REFUSED, id="native_compute"),
+    C("false", "Proof. exact (eq_refl 1 <: 1 = 2). Qed.", REFUSED, id="vm-cast-term"),
+    C("false", "Proof. exact (eq_refl 1 <<: 1 = 2). Qed.", REFUSED, id="native-cast-term"),
+    C("false", "Proof (eq_refl 2).", REFUSED, id="proof-term-wrong"),
+    C("false", "Proof. discriminate. Qed.", REFUSED, id="discriminate"),
+    # -- axioms the context offers but the task does not allow -------------------------------------------
+    C("classic", "Proof. intro H. apply H. apply classic. Qed.", id="context-axiom-classic"),
+    C("classic", "Proof. intro H. apply H. destruct (classic P); tauto. Qed.", id="context-axiom-classic-destruct"),
+    C("axiom_ctx", "Proof. exact bad. Qed.", id="context-axiom-exact"),
+    C("axiom_ctx", "Proof. abstract (exact bad). Qed.", id="context-axiom-abstract"),
+    C("axiom_ctx", "Proof. assert (H : 1 = 1) by (abstract reflexivity using false_ax). exact bad. Qed.",
+      id="context-axiom-abstract-same-name"),
+    C("axiom_ctx", "Proof (bad).", id="context-axiom-proof-term"),
+    # -- the original lemma, named: detected -------------------------------------------------------------
+    C("leak", "Proof (List.app_nil_r _ _).", REFUSED, id="leak-proof-term-two-args"),
+    C("leak", "Proof (List.app_nil_r l).", id="leak-proof-term"),
+    C("leak", "Proof. exact (@List.app_nil_r A l). Qed.", id="leak-exact-qualified"),
+    C("leak", "Proof. exact (Coq.Lists.List.app_nil_r l). Qed.", id="leak-exact-fully-qualified"),
+    C("leak", "Proof. apply List.app_nil_r. Qed.", id="leak-apply-qualified"),
+    C("leak", "Proof. rewrite List.app_nil_r. reflexivity. Qed.", id="leak-rewrite-qualified"),
+    C("leak", "Proof. apply (List.app_nil_r (A:=A)). Qed.", id="leak-apply-named-arg"),
+    C("leak_noq", "Proof. apply List.app_nil_r. Qed.", id="leak-noq-apply-qualified"),
+    C("leak_noq", "Proof (List.app_nil_r _).", id="leak-noq-proof-term"),
+]
+
+# Found by the red team and fixed: the leak check now reads the proof *term* (hint databases,
+# autorewrite and Ltac included), follows every Locate entry, and has no identifier cap.
+LEAK_HOLES = [
+    C("leak", "Proof. exact (app_nil_r l). Qed.", id="leak-exact-bare"),
+    C("leak", "Proof. apply app_nil_r. Qed.", id="leak-apply-bare"),
+    C("leak", "Proof. rewrite app_nil_r. reflexivity. Qed.", id="leak-rewrite-bare"),
+    C("leak_noq", "Proof. exact (app_nil_r l). Qed.", id="leak-noq-exact-bare"),
+    C("leak", "Proof. rewrite <- app_nil_end. reflexivity. Qed.", id="leak-sibling-lemma"),
+    C("leak", "Proof. autorewrite with list. reflexivity. Qed.", id="leak-autorewrite"),
+    C("leak", "Proof. simpl_list. reflexivity. Qed.", id="leak-ltac-simpl_list"),
+    C("leak", "Proof. auto with datatypes. Qed.", id="leak-auto-with-datatypes"),
+    C("leak", "Proof. auto with *. Qed.", id="leak-auto-with-star"),
+    C("leak_noq", "Proof. autorewrite with list. reflexivity. Qed.", id="leak-noq-autorewrite"),
+    C("leak_noq", "Proof. simpl_list. reflexivity. Qed.", id="leak-noq-simpl_list"),
+    C("leak", f"Proof. pose (fun {PAD} : nat => 0) as f. clear f. exact (app_nil_r l). Qed.",
+      id="leak-200-identifier-cap"),
+]
+
+# Found by the red team and fixed: From/End are vernacular (CHEATING), and a failing tactic is FAIL
+# whatever its message says (the proof controls the message text).
+CLASSIFICATION_GAPS = [
+    C("false", "Proof. From Coq Require Import Classical. Qed.", id="from-require"),
+    C("false", "From Coq Require Import Classical.", id="from-require-bare"),
+    C("false", "Proof. End Foo. Qed.", id="end-section"),
+    C("false", "Proof. fail \"Syntax error: x\". Qed.", frozenset({Verdict.FAIL}), id="spoof-error"),
+    C("false", "Proof. fail \"timeout\". Qed.", frozenset({Verdict.FAIL}), id="spoof-timeout"),
+]
+
+
+def _check(verifier, task_key: str, proof: str):
+    return verifier.check(TASKS[task_key], proof)
+
+
+@pytest.mark.parametrize(("task_key", "proof", "allowed"), CHEATS)
+def test_cheat_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+    result = _check(coq_verifier, task_key, proof)
+    assert result.verdict is not Verdict.OK, f"cheat accepted: {proof!r}"
+    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    if result.verdict is Verdict.CHEATING:
+        assert result.reasons
+
+
+@pytest.mark.parametrize(("task_key", "proof", "allowed"), LEAK_HOLES)
+def test_leak_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+    result = _check(coq_verifier, task_key, proof)
+    assert result.verdict is not Verdict.OK, f"leak accepted: {proof!r}"
+    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+
+
+@pytest.mark.parametrize(("task_key", "proof", "allowed"), CLASSIFICATION_GAPS)
+def test_cheat_gets_the_right_verdict(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+    result = _check(coq_verifier, task_key, proof)
+    assert result.verdict is not Verdict.OK
+    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+
+
+# -- submissions that must never reach Coq ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("   \n\t  ", id="blank"),
+        pytest.param("(* only a comment *)", id="only-comment"),
+        pytest.param("Proof. \x00 Admitted.", id="nul-byte"),
+        pytest.param("Proof. reflexivity.\x00 Qed.", id="nul-before-qed"),
+        pytest.param("Proof. \x1b[2J Qed.", id="escape-sequence"),
+        pytest.param("Proof. " + "idtac. " * (10 * 1024 * 1024 // 7) + "Qed.", id="10MB"),
+    ],
+)
+def test_garbage_is_not_ok(coq_verifier, proof: str) -> None:
+    start = time.monotonic()
+    result = coq_verifier.check(TASKS["false"], proof)
+    assert result.verdict in (Verdict.ERROR, Verdict.CHEATING, Verdict.FAIL), result
+    assert time.monotonic() - start < 10
+
+
+# -- resources: the session must survive ------------------------------------------------------------
+
+HONEST_HARD = "Proof. induction n; simpl; auto. Qed."
+
+
+def test_looping_tactic_times_out_and_session_recovers(coq_verifier) -> None:
+    task = _task("loop", "Lemma loop_goal : 1 = 2.", timeout_s=3)
+    for proof in ("Proof. do 100000000 idtac. Qed.", "Proof. do 1000000 (do 1000000 idtac). Qed."):
+        start = time.monotonic()
+        result = coq_verifier.check(task, proof)
+        wall = time.monotonic() - start
+        assert result.verdict is Verdict.TIMEOUT, result
+        assert wall < 3 + 10, wall
+        assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
+
+
+def test_ltac_self_recursion_is_refused_and_session_recovers(coq_verifier) -> None:
+    task = _task("letrec", "Lemma letrec_goal : 1 = 2.", timeout_s=3)
+    start = time.monotonic()
+    result = coq_verifier.check(task, "Proof. let rec f := f in f. Qed.")
+    assert result.verdict in (Verdict.FAIL, Verdict.TIMEOUT), result
+    assert time.monotonic() - start < 3 + 10
+    assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
+
+
+def test_memory_bomb_is_refused_and_session_recovers(coq_verifier) -> None:
+    task = _task("membomb", "Lemma membomb_goal : 1 = 2.", timeout_s=5)
+    start = time.monotonic()
+    result = coq_verifier.check(
+        task, "Proof. let x := eval vm_compute in (Nat.pow 2 100000000) in idtac. Qed.")
+    assert result.verdict in (Verdict.FAIL, Verdict.TIMEOUT), result
+    assert time.monotonic() - start < 5 + 15
+    assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
+
+
+def test_output_that_breaks_the_xml_channel_is_refused_and_session_recovers(coq_verifier) -> None:
+    # U+FFFF is not an XML character: echoed back by coqidetop it kills our XML reader.
+    task = _task("xml", "Lemma xml_goal : 1 = 2.", timeout_s=3)
+    result = coq_verifier.check(task, 'Proof. idtac "\uffff". Qed.')
+    assert result.verdict is not Verdict.OK
+    assert result.verdict in (Verdict.FAIL, Verdict.ERROR), result
+    assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
+
+
+# -- honest proofs must be accepted (false rejections matter) -----------------------------------------
+
+HONEST_TASKS = {
+    "hard": TASKS["hard"],
+    "leak": TASKS["leak"],
+    "classic": TASKS["classic"],
+    "lia": _task("lia", "Lemma lia_ok (a b : nat) : a + b = b + a /\\ a <= a + b.",
+                 context="Require Import Lia.\n", reference="Proof. lia. Qed."),
+    "unicode": _task("unicode", "Lemma lemme_\u00e9 (n : nat) : 0 + n = n.", reference="Proof. reflexivity. Qed."),
+    "conj": _task("conj", "Lemma conj4 : True /\\ (1 = 1 /\\ (2 = 2 /\\ 3 = 3)).",
+                  reference="Proof. repeat split. Qed."),
+    "ex": _task("ex", "Lemma ex2 : exists n : nat, n = 2.", reference="Proof. exists 2. reflexivity. Qed."),
+}
+
+
+def H(task: str, proof: str, *, id: str):
+    return pytest.param(task, proof, id=id)
+
+
+HONEST = [
+    H("hard", "Proof using. induction n; simpl; auto. Qed.", id="proof-using"),
+    H("hard", "Proof. induction n; simpl; auto. Defined.", id="defined"),
+    H("hard", "Proof. induction n; simpl; auto. Qed .", id="qed-space-period"),
+    H("hard", "induction n; simpl; auto.", id="bare-script"),
+    H("hard", "Proof (eq_sym (plus_n_O n)).", id="proof-term"),
+    H("hard", "Proof. induction n. all: simpl; auto. Qed.", id="all-selector"),
+    H("hard", "Proof. induction n. 2: { simpl. rewrite IHn. reflexivity. } reflexivity. Qed.", id="2-selector-brace"),
+    H("hard", "Proof. induction n. 1: reflexivity. !: simpl; rewrite IHn; reflexivity. Qed.", id="bang-selector"),
+    H("hard", "Proof. induction n.\n{ reflexivity. }\n{ simpl. now rewrite IHn. }\nQed.", id="braces-now"),
+    H("hard", "Proof. (* Admitted. *) induction n; simpl; auto. (* Qed. Admitted. (* nested *) *) Qed.",
+      id="admitted-in-comments"),
+    H("hard", 'Proof. idtac "Qed. Admitted.". induction n; simpl; auto. Qed.', id="admitted-in-string"),
+    H("hard", 'Proof. (* "*)" *) induction n; simpl; auto. Qed.', id="comment-closer-in-string"),
+    H("hard", "Proof with auto. induction n; simpl... Qed.", id="proof-with-ellipsis"),
+    H("hard", "Proof. now induction n; simpl; auto. Qed.", id="now"),
+    H("hard", "Proof. vm_compute. induction n; simpl; auto. Qed.", id="vm_compute"),
+    H("hard", "Proof.\r\n  induction n.\r\n  - reflexivity.\r\n  - simpl. rewrite IHn. reflexivity.\r\nQed.\r\n",
+      id="crlf-multiline"),
+    H("hard", "Proof.\n\tinduction n as [|m IH].\n\t- reflexivity.\n\t- cbn. f_equal. exact IH.\nQed.", id="tabs"),
+    H("lia", "Proof. lia. Qed.", id="lia"),
+    H("lia", "Proof. split.\n  - lia.\n  - lia.\nQed.", id="lia-bullets"),
+    H("unicode", "Proof. reflexivity. Qed.", id="unicode-lemma-name"),
+    H("unicode", "Proof. intros. (* \u00e9 \u2200 \u03bb *) simpl. reflexivity. Qed.", id="unicode-comment"),
+    H("conj", "Proof. split.\n- exact I.\n- split.\n  + reflexivity.\n  + split.\n    * reflexivity.\n"
+              "    * reflexivity.\nQed.", id="nested-bullets"),
+    H("conj", "Proof. split; [exact I|]. split. -- reflexivity. -- split; reflexivity. Qed.", id="double-bullets"),
+    H("ex", "Proof. refine (ex_intro _ _ _). Unshelve. 2: exact 2. reflexivity. Qed.", id="unshelve"),
+    H("ex", "Proof. eexists ?[m]. [m]: exact 2. reflexivity. Qed.", id="named-goal-selector"),
+    H("ex", "Proof. eexists. reflexivity. Qed.", id="eexists"),
+    H("leak", LEAK_REFERENCE, id="leak-task-reference"),
+    H("leak", "Proof. induction l; simpl; congruence. Qed.", id="leak-task-congruence"),
+    H("classic", "Proof. intro H. apply H. right. intro p. apply H. left. exact p. Qed.", id="classic-context"),
+]
+
+
+@pytest.mark.parametrize(("task_key", "proof"), HONEST)
+def test_honest_proof_is_ok(coq_verifier, task_key: str, proof: str) -> None:
+    result = coq_verifier.check(HONEST_TASKS[task_key], proof)
+    assert result.verdict is Verdict.OK, (result.verdict, result.reasons, result.messages)
+    assert result.audited  # the fixture audits every OK with coqc + coqchk
+
+
+def test_there_are_at_least_forty_distinct_cheats() -> None:
+    cheats = [(p.values[0], p.values[1]) for p in CHEATS + LEAK_HOLES + CLASSIFICATION_GAPS]
+    assert len(set(cheats)) == len(cheats) >= 40
