@@ -15,6 +15,7 @@ import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,46 +159,70 @@ def run_eval(
     todo = [(t, s) for t in tasks for s in range(k) if (t.id, s) not in done]
     _repair_tail(out)
     harness_failures = 0
+    init_args = (dict(verifier_kwargs or {}),)
+    workers = max(1, workers)
     with _progress(progress, total=len(tasks) * k, completed=len(tasks) * k - len(todo)) as advance, \
-            out.open("a", encoding="utf-8") as fh, \
-            ProcessPoolExecutor(max_workers=max(1, workers), initializer=_worker_init,
-                                initargs=(dict(verifier_kwargs or {}),)) as pool:
-        pending: set[Future] = set()
+            out.open("a", encoding="utf-8") as fh:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=init_args)
+        inflight: dict[Future, tuple[Task, int, str, int]] = {}
+        retry: list[tuple[Task, int, str, int]] = []
         jobs: Iterator = iter(todo)
-        limit = max(1, workers) * 2  # back-pressure: a bounded number of checks in flight
+        limit = workers * 2  # back-pressure: a bounded number of checks in flight
 
         def submit_next() -> bool:
-            try:
-                task, sample = next(jobs)
-            except StopIteration:
-                return False
-            pending.add(pool.submit(_worker_check, task.to_dict(), sample, agent.act(task, sample)))
+            if retry:
+                job = retry.pop()
+            else:
+                try:
+                    task, sample = next(jobs)
+                except StopIteration:
+                    return False
+                job = (task, sample, agent.act(task, sample), 0)
+            inflight[pool.submit(_worker_check, job[0].to_dict(), job[1], job[2])] = job
             return True
 
-        while len(pending) < limit and submit_next():
-            pass
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                pending.discard(fut)
-                try:
-                    row = fut.result()
-                except Exception as exc:  # noqa: BLE001 - a dead worker is a harness failure, not a verdict
-                    harness_failures += 1
-                    advance(f"harness failure: {type(exc).__name__}")
-                    continue
-                if "harness_error" in row:
-                    harness_failures += 1
-                    advance(f"harness failure: {row['harness_error'][:60]}")
-                    continue
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                fh.flush()
-                if on_result:
-                    on_result(row)
-                advance(row["verdict"])
-                submit_next()
-            while len(pending) < limit and submit_next():
-                pass
+        try:
+            while True:
+                while len(inflight) < limit and submit_next():
+                    pass
+                if not inflight:
+                    break
+                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in finished:
+                    job = inflight.pop(fut)
+                    try:
+                        row = fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        if job[3] == 0:
+                            retry.append((*job[:3], 1))  # a killed worker: retry once on a fresh one
+                        else:
+                            harness_failures += 1
+                            advance("harness failure: worker died twice")
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - a harness failure, not a verdict
+                        harness_failures += 1
+                        advance(f"harness failure: {type(exc).__name__}")
+                        continue
+                    if "harness_error" in row:
+                        harness_failures += 1
+                        advance(f"harness failure: {row['harness_error'][:60]}")
+                        continue
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    if on_result:
+                        on_result(row)
+                    advance(row["verdict"])
+                if broken:
+                    # Every check in flight on the broken pool is lost: requeue them on a fresh pool.
+                    for job in inflight.values():
+                        retry.append((*job[:3], job[3] + 1) if job[3] else (*job[:3], 1))
+                    inflight.clear()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=init_args)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     summary = summarize(read_results(out), tasks, k)
     summary.harness_failures = harness_failures
     return summary

@@ -38,7 +38,7 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
 from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
@@ -69,6 +69,7 @@ class CoqConfig:
     audit_rate: float = 0.05
     max_sessions: int = 4  # warm coqidetop processes kept per verifier (LRU)
     context_timeout_s: float = 600.0
+    max_session_rss: int = 2 * 1024**3  # a warm session above this is restarted after the check
     allowed_axioms: tuple[str, ...] = ()  # allowed for every task, on top of each task's own list
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     use_bwrap: bool | None = None  # None: use bubblewrap when it works here
@@ -357,18 +358,34 @@ class CoqVerifier:
         for attempt in range(2):
             session = self._session(task.context)
             try:
-                return self._step(session, task, normalized)
+                outcome = self._step(session, task, normalized)
+                if outcome.category is ErrorCategory.RESOURCE or self._session_rss(session) > self.config.max_session_rss:
+                    # An OCaml heap that grew to its limit stays grown: later checks would fail with
+                    # "Out of memory" for reasons that are not theirs. Start the next check fresh.
+                    self._drop(session)
+                return outcome
             except ProcessDied as exc:
                 self._drop(session)
                 if attempt == 1:
                     return _Outcome(Verdict.FAIL, ["the prover died while running the proof (resource limits)"],
                                     [str(exc)], category=ErrorCategory.RESOURCE)
             except CallTimeout:
-                if session.ide.closed:
-                    self._drop(session)
+                # An interrupted computation may leave a grown heap or half-updated state behind.
+                self._drop(session)
                 return _Outcome(Verdict.TIMEOUT, [f"no verdict within timeout_s={task.timeout_s}"],
                                 category=ErrorCategory.TIMEOUT)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _session_rss(self, session: _Session) -> int:
+        """Resident memory (bytes) of the session's prover processes."""
+        total = 0
+        for pid in session.ide.program_pids():
+            try:
+                with open(f"/proc/{pid}/statm") as fh:
+                    total += int(fh.read().split()[1]) * 4096
+            except (OSError, ValueError, IndexError):
+                pass
+        return total
 
     def _drop(self, session: _Session) -> None:
         session.ide.kill()
@@ -488,7 +505,8 @@ class CoqVerifier:
         original_loaded = bool(module) and module in session.loaded
         ide = session.ide
         reasons: set[str] = set()
-        seen_consts = {f"Top.{name}"}
+        me = ".".join(["Top", *(n for _, n in open_blocks(task.context)), name])  # the lemma's own full name
+        seen_consts = {me}
         to_print = [name]
         idents: set[str] = set()
         while to_print:
@@ -505,9 +523,9 @@ class CoqVerifier:
                 if not original_loaded and ident.split(".")[-1] != name and "_subproof" not in ident:
                     continue
                 for full in _locate(ide, ident, state):
-                    if full == f"Top.{name}":
+                    if full == me:
                         continue
-                    if full.startswith(f"Top.{name}_subproof") and full not in seen_consts:
+                    if full.startswith(f"{me}_subproof") and full not in seen_consts:
                         seen_consts.add(full)
                         to_print.append(full.split(".", 1)[1])
                     elif qualid and full == qualid:

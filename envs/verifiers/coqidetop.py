@@ -243,6 +243,13 @@ class IdeTop:
 
     close = kill
 
+    def program_pids(self) -> list[int]:
+        """Pids of the prover itself (inside the sandbox), for memory accounting."""
+        try:
+            return list(self._proc.program_pids(wait_s=0.0)) or [self._proc.pid]
+        except Exception:  # noqa: BLE001 - accounting must never break a check
+            return [self._proc.pid]
+
     @property
     def pid(self) -> int:
         return self._proc.pid
