@@ -50,6 +50,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
     ``Dict`` with
     - ``task_id``: the task's id;
     - ``statement``: the statement as the prover sees it;
+    - ``description``: the task's natural-language description (``metadata.description``), or "";
     - ``context``: the last ``context_chars`` characters of the task's context;
     - ``feedback``: the last verifier feedback ("" before the first attempt);
     - ``attempt``: attempts made so far.
@@ -109,6 +110,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
             {
                 "task_id": UnicodeText(4096),
                 "statement": text,
+                "description": text,
                 "context": text,
                 "feedback": text,
                 "attempt": spaces.Discrete(self.max_attempts + 1),
@@ -183,6 +185,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
         return {
             "task_id": self.task.id,
             "statement": self.task.statement,
+            "description": str(self.task.metadata.get("description", "")),
             "context": context,
             "feedback": self._feedback,
             "attempt": self.attempt,

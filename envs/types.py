@@ -179,6 +179,8 @@ class CheckResult:
     def feedback(self, max_chars: int = 2000) -> str:
         """A compact, prover-style feedback string for the next attempt's prompt."""
         parts = [f"Verdict: {self.verdict.value}"]
+        if self.error_category is not ErrorCategory.NONE:
+            parts.append(f"Error category: {self.error_category.value}")
         if self.reasons:
             parts.append("Reasons: " + "; ".join(self.reasons))
         if self.messages:

@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(coq libcoq-hammer bubblewrap)
+APT_PACKAGES=(bubblewrap)
+APT_PACKAGES+=(coq libcoq-hammer)             # Coq
+APT_PACKAGES+=()                              # HOL Light
+APT_PACKAGES+=()                              # Dafny
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -23,5 +26,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev]"
+# Per-system Python-side extras (one line each).
+: # HOL Light
+: # Dafny
 echo "[setup] done: $(.venv/bin/proofgym --help | head -1)"
 .venv/bin/proofgym doctor

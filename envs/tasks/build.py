@@ -94,7 +94,7 @@ def _validate_group(task_dicts: list[dict[str, Any]]) -> list[tuple[dict[str, An
                 continue
             raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
             out.append((raw, None, False))
-        except VerifierError as exc:
+        except (VerifierError, OSError) as exc:
             _VERIFIER.pop("coq").close()
             out.append((raw, f"harness failure: {type(exc).__name__}", False))
             _VERIFIER["coq"] = CoqVerifier(audit="always", max_sessions=2)
@@ -121,7 +121,13 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
         handle = bar.add_task("", total=len(tasks))
         futures = [pool.submit(_validate_group, group) for group in groups.values()]
         for fut in as_completed(futures):
-            for raw, reason, whitelist in fut.result():
+            try:
+                results = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a dead worker loses its group, not the build
+                excluded[f"harness failure: {type(exc).__name__}"] += 1
+                bar.update(handle, advance=1)
+                continue
+            for raw, reason, whitelist in results:
                 if reason is None:
                     kept.append(Task.from_dict(raw))
                 else:
