@@ -1,0 +1,136 @@
+"""The Coq verifier on the real prover: verdicts, timeouts without stray processes, error categories."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from proofgym.envs.types import ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.coq import CoqVerifier, audit_context, categorize, parse_assumptions
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
+from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
+from tests.conftest import requires_coq
+
+# -- fast tier: lexer, whitelist, parsers -----------------------------------------------------------
+
+def test_lexer_follows_coq_on_comments_strings_bullets():
+    src = 'Proof. (* a. (* nested. *) "str *) in comment" *) idtac "x. y". - auto. + { 2: auto. } Qed.'
+    codes = [s.code for s in split_sentences(src)]
+    assert codes == ["Proof.", 'idtac "x. y".', "-", "auto.", "+", "{", "2: auto.", "}", "Qed."]
+    with pytest.raises(CoqLexError):
+        split_sentences("Proof. (* open")
+    with pytest.raises(CoqLexError):
+        split_sentences("Proof. auto")
+
+
+def test_normalize_wraps_tactics_and_keeps_structure():
+    norm = normalize_proof("Proof using. intros. all: auto. 2: { lia. } Qed .")
+    assert norm.sentences == ("Proof using.", "(intros).", "all: (auto).", "2: {", "(lia).", "}", "Qed.")
+    assert normalize_proof("intros; auto.").sentences[-1] == "Qed."
+    assert normalize_proof("Proof I.").sentences == ("Proof.", "exact (I).", "Qed.")
+
+
+@pytest.mark.parametrize("proof, reason", [
+    ("Proof. Admitted.", "Admitted"),
+    ("Proof. admit. Qed.", "hole"),
+    ("Proof. Unset Guard Checking. Qed.", "Unset"),
+    ("Proof. auto. Qed. Lemma x : True.", "after the end"),
+    ("Proof. #[bypass_check(guard)] auto. Qed.", "attributes"),
+])
+def test_whitelist_rejects_vernacular_as_cheating(proof, reason):
+    with pytest.raises(ProofRejected) as info:
+        normalize_proof(proof)
+    assert info.value.verdict == "CHEATING" and reason in "; ".join(info.value.reasons)
+
+
+def test_error_categories():
+    assert categorize("The reference foo was not found in the current environment.") is ErrorCategory.UNDEFINED
+    assert categorize("Syntax error: '.' expected after [vernac:command] (in [vernac_aux]).") is ErrorCategory.SYNTAX
+    assert categorize("In environment\nn : nat\nThe term \"n\" has type \"nat\" while it is expected to have type "
+                      "\"bool\".") is ErrorCategory.TYPE
+    assert categorize("No applicable tactic.") is ErrorCategory.LOGIC
+
+
+def test_parse_assumptions():
+    text = "Section Variables:\nH : n = 0\nAxioms:\nclassic : forall P : Prop,\n  P \\/ ~ P\nfoo : nat"
+    assert parse_assumptions(text) == (["classic", "foo"], [])
+    assert parse_assumptions("Closed under the global context") == ([], [])
+
+
+def test_audit_context_closes_blocks_and_drops_signatures():
+    ctx, closings = audit_context("Module Nat <: NAxiomsSig.\nSection S.\nVariable x : nat.\n")
+    assert ctx.startswith("Module Nat.\n") and closings == "\nEnd S.\nEnd Nat."
+
+
+# -- prover tier ------------------------------------------------------------------------------------
+
+LOOP = Task(id="loop", system="coq", context="", statement="Lemma loop : 1 = 1.", reference_proof="reflexivity.",
+            category="P1", timeout_s=2)
+
+
+@pytest.mark.prover
+@requires_coq
+def test_loop_times_out_within_grace_and_leaves_no_process():
+    seen: set[int] = set()
+
+    def remember(verifier: CoqVerifier) -> None:
+        for session in verifier._sessions.values():  # noqa: SLF001 - the test watches the real processes
+            seen.update(session.ide.program_pids())
+            seen.add(session.ide.pid)
+
+    with CoqVerifier(audit="never") as verifier:
+        verifier.check(LOOP, "Proof. reflexivity. Qed.")
+        remember(verifier)
+        start = time.monotonic()
+        result = verifier.check(LOOP, "Proof. repeat (idtac; assert True by exact I). Qed.")
+        elapsed = time.monotonic() - start
+        assert result.verdict is Verdict.TIMEOUT
+        assert elapsed < LOOP.timeout_s + 8  # the deadline is enforced from outside (grace for interrupt/kill)
+        assert verifier.check(LOOP, "Proof. reflexivity. Qed.").verdict is Verdict.OK
+        remember(verifier)
+    assert len(seen) >= 2
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{p}") for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in seen if os.path.exists(f"/proc/{p}")], "prover processes survived close()"
+
+
+@pytest.mark.prover
+@requires_coq
+def test_close_is_idempotent_and_kills_sessions():
+    verifier = CoqVerifier(audit="never")
+    verifier.check(LOOP, "reflexivity.")
+    pids = {p for s in verifier._sessions.values() for p in s.ide.program_pids()}  # noqa: SLF001
+    assert pids
+    verifier.close()
+    verifier.close()
+    time.sleep(0.2)
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
+
+
+@pytest.mark.prover
+@requires_coq
+def test_failure_reports_goals_and_category(coq_verifier):
+    task = Task(id="goals", system="coq", context="", statement="Lemma g (n : nat) : n + 0 = n.",
+                reference_proof="Proof. induction n; simpl; congruence. Qed.", category="P1", timeout_s=20)
+    result = coq_verifier.check(task, "Proof. intros. simpl. Qed.")
+    assert result.verdict is Verdict.FAIL and result.error_category is ErrorCategory.LOGIC
+    assert result.remaining_goals and "n + 0 = n" in result.remaining_goals[0].conclusion
+    result = coq_verifier.check(task, "Proof. inductio n. Qed.")
+    assert result.verdict is Verdict.FAIL and result.error_category is ErrorCategory.UNDEFINED
+    result = coq_verifier.check(task, "Proof. induction n; simpl; congruence. Qed.")
+    assert result.verdict is Verdict.OK and result.audited
+
+
+@pytest.mark.prover
+@requires_coq
+def test_allowed_axioms_come_from_the_reference(coq_verifier):
+    task = Task(id="classic", system="coq", context="Require Import Classical.\n",
+                statement="Lemma em (P : Prop) : P \\/ ~ P.", reference_proof="Proof. apply classic. Qed.",
+                category="P1", timeout_s=20)
+    assert coq_verifier.check(task, "Proof. apply classic. Qed.").verdict is Verdict.OK
+    strict = Task(**{**task.to_dict(), "id": "classic.strict", "metadata": {"allowed_axioms": []}})
+    result = coq_verifier.check(strict, "Proof. apply classic. Qed.")
+    assert result.verdict is Verdict.CHEATING and "classic" in " ".join(result.reasons)
