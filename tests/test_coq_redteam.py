@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from proofgym.envs.types import Task, Verdict
 
 pytestmark = pytest.mark.prover
@@ -175,6 +176,8 @@ CHEATS = [
     C("false", "Proof. native_cast_no_check (eq_refl 1). Qed.", REFUSED, id="native_cast_no_check"),
     C("false", "Proof. change_no_check (1 = 1). reflexivity. Qed.", REFUSED, id="change_no_check"),
     C("false", "Proof. vm_compute. reflexivity. Qed.", REFUSED, id="vm_compute"),
+    C("leak", "Proof. Open Scope list_scope. auto with datatypes. Qed.", id="leak-hidden-by-scope"),
+    C("false", "Proof. Open Scope nat_scope. Admitted.", id="scope-then-admitted"),
     C("false", "Proof. native_compute. reflexivity. Qed.", REFUSED, id="native_compute"),
     C("false", "Proof. exact (eq_refl 1 <: 1 = 2). Qed.", REFUSED, id="vm-cast-term"),
     C("false", "Proof. exact (eq_refl 1 <<: 1 = 2). Qed.", REFUSED, id="native-cast-term"),
@@ -358,6 +361,8 @@ HONEST = [
     H("hard", "Proof with auto. induction n; simpl... Qed.", id="proof-with-ellipsis"),
     H("hard", "Proof. now induction n; simpl; auto. Qed.", id="now"),
     H("hard", "Proof. vm_compute. induction n; simpl; auto. Qed.", id="vm_compute"),
+    H("leak", "Proof. Local Open Scope list_scope. induction l; simpl; congruence. Qed.", id="local-open-scope"),
+    H("hard", "Proof. induction n; [ reflexivity | .. ]. simpl. now rewrite IHn. Qed.", id="dotdot-dispatch"),
     H("hard", "Proof.\r\n  induction n.\r\n  - reflexivity.\r\n  - simpl. rewrite IHn. reflexivity.\r\nQed.\r\n",
       id="crlf-multiline"),
     H("hard", "Proof.\n\tinduction n as [|m IH].\n\t- reflexivity.\n\t- cbn. f_equal. exact IH.\nQed.", id="tabs"),

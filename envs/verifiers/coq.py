@@ -477,6 +477,12 @@ class CoqVerifier:
     def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
         session = self._session(task.context)
         state = outcome.final_state
+        # Queries run after a trusted `Set Printing All.`: no notation or scope the proof opened can
+        # hide a constant's name from the leak check.
+        printing_all, reply = session.ide.add("Set Printing All.", state, timeout_s=30)
+        if printing_all is None or not session.ide.status(timeout_s=30).good:
+            raise VerifierCrashed(f"coqidetop refused `Set Printing All.`: {reply.error}")
+        state = printing_all
         # Everything that queries the submission's state runs first: computing the
         # allow-list may run the reference proof, which moves the session away from it.
         axioms, other = self._assumptions(session, state, name)
@@ -556,7 +562,8 @@ class CoqVerifier:
             return CheckResult(Verdict.FAIL, ("audit: coqc rejects the proof that coqidetop accepted",),
                                (out[-2000:],), error_category=ErrorCategory.LOGIC, backend="coqc", audited=True)
         # Coq's own cut of the proof region must be ours.
-        spans = [(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)]
+        # Distinct spans: coqc -time reports some sentences twice (scope commands replay at Qed).
+        spans = sorted({(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)})
         n_expected = len(normalized.sentences)
         ok_cut = any(
             len([s for s in spans if lo <= s[0] < hi]) == n_expected

@@ -146,8 +146,14 @@ def split_sentences(src: str) -> list[Sentence]:
                 j = _skip_string(src, j)
                 continue
             if c == "." and (j + 1 >= n or src[j + 1].isspace() or src.startswith("(*", j + 1)):
-                j += 1
-                break
+                # Coq's lexer reads the longest symbol: ``..`` is a token (``cons x ..``,
+                # ``[ tac | .. ]``), not the end of a sentence; ``...`` is a terminator.
+                run = 1
+                while j - run >= start and src[j - run] == ".":
+                    run += 1
+                if run != 2:
+                    j += 1
+                    break
             j += 1
         body = src[start:j]
         sentences.append(Sentence(start, j, body.strip(), strip_comments(body), "sentence"))

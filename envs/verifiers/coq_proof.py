@@ -37,6 +37,7 @@ _PROOF_USING_RE = re.compile(r"^Proof\s+using\b([\sA-Za-z0-9_'*()+\-]*)\.$")
 _PROOF_WITH_RE = re.compile(r"^Proof\s+with\b(.*)\.$", re.S)
 _PROOF_TERM_RE = re.compile(r"^Proof\s+(.*)\.$", re.S)
 _END_RE = re.compile(r"^(Qed|Defined)\s*\.$")
+_SCOPE_RE = re.compile(r"^(?:Local\s+)?(?:Open|Close)\s+Scope\s+[A-Za-z_][\w']*\s*\.$")
 _CHEAT_END_RE = re.compile(r"^(Admitted|Abort|Save|Give\s+Up)\b")
 _WORD_RE = re.compile(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*")
 _FIRST_WORD_RE = re.compile(r"^[A-Za-z_][\w']*")
@@ -130,6 +131,9 @@ def normalize_proof(proof: str) -> NormalizedProof:
                 ended = True
             else:  # pragma: no cover - _PROOF_TERM_RE matches any "Proof ... ."
                 cheats.append(f"unrecognised Proof command: {_short(code)}")
+            continue
+        if _SCOPE_RE.match(code):
+            out.append(code)  # changes how later sentences parse, never the stated goal or the kernel
             continue
         if code == "Unshelve.":
             out.append(code)  # proof-mode commands that only reorder goals
