@@ -37,6 +37,8 @@ def register_envs() -> None:
 
     if "proofgym/WholeProof-v0" not in registry:
         register(id="proofgym/WholeProof-v0", entry_point="proofgym.envs.proof_env:WholeProofEnv")
+    if "proofgym/Tactic-v0" not in registry:
+        register(id="proofgym/Tactic-v0", entry_point="proofgym.envs.tactic_env:TacticEnv")
 
 
 register_envs()

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(bubblewrap)
-APT_PACKAGES+=(coq libcoq-hammer)             # Coq
+APT_PACKAGES+=(coq libcoq-hammer eprover cvc4) # Coq (eprover, cvc4: CoqHammer ATPs)
 APT_PACKAGES+=()                              # HOL Light
 APT_PACKAGES+=()                              # Dafny
 missing=()

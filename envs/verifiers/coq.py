@@ -49,6 +49,8 @@ _STATEMENT_RE = re.compile(
     re.S,
 )
 
+HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
+
 #: Modules whose "axioms" are kernel primitives; never allowed unless a task lists them.
 PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "Int63", "Uint63", "PrimString")
 
@@ -235,6 +237,21 @@ class CoqVerifier:
             result = self._check(task, proof, audit)
         return replace(result, wall_s=time.monotonic() - start, prover_version=self.version)
 
+    def open(self, task: Task):
+        """A branching tactic session on ``task`` (its own prover process): see ``coq_tactic``."""
+        from proofgym.envs.verifiers.coq_tactic import CoqTacticSession
+
+        if task.system != "coq":
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
+        return CoqTacticSession(self, task)
+
+    def localize(self, task: Task, proof: str):
+        """Cobblestone's fail-safe localization of ``proof`` (see ``coq_tactic.localize``)."""
+        from proofgym.envs.verifiers.coq_tactic import localize
+
+        with self.open(task) as session:
+            return localize(session, proof)
+
     # -- internals ----------------------------------------------------------------------------
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         try:
@@ -311,7 +328,8 @@ class CoqVerifier:
         except CoqLexError as exc:
             raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
         try:
-            ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args)
+            ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args,
+                         env=self._prover_env())
         except (ProcessDied, CallTimeout) as exc:
             raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
         self.stats["sessions_started"] += 1
@@ -375,6 +393,10 @@ class CoqVerifier:
                 return _Outcome(Verdict.TIMEOUT, [f"no verdict within timeout_s={task.timeout_s}"],
                                 category=ErrorCategory.TIMEOUT)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _prover_env(self) -> dict[str, str]:
+        # CoqHammer's ATP drivers (htimeout, predict) live outside PATH on Debian.
+        return {"PATH": f"{HAMMER_LIBEXEC}:/usr/local/bin:/usr/bin:/bin"}
 
     def _session_rss(self, session: _Session) -> int:
         """Resident memory (bytes) of the session's prover processes."""
@@ -604,7 +626,7 @@ class CoqVerifier:
             (workdir / "ProofgymSubmission.v").write_text(source, encoding="utf-8")
             args = list(self.config.extra_args)
             run = self.sandbox.run([self.config.coqc, "-q", "-time", *args, "-Q", ".", "PG", "ProofgymSubmission.v"],
-                                   workdir=workdir, timeout_s=timeout_s)
+                                   workdir=workdir, timeout_s=timeout_s, env=self._prover_env())
             if run.timed_out:
                 return None
             out = run.stdout + run.stderr

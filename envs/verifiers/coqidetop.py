@@ -56,10 +56,11 @@ class IdeTop:
     """One sandboxed ``coqidetop`` process."""
 
     def __init__(self, sandbox: Sandbox, workdir: Path, *, binary: str = "coqidetop.opt",
-                 args: tuple[str, ...] = (), start_timeout_s: float = 60.0) -> None:
+                 args: tuple[str, ...] = (), start_timeout_s: float = 60.0,
+                 env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self._proc: SandboxedProcess = sandbox.popen(
-            [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args], workdir=workdir
+            [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args], workdir=workdir, env=env
         )
         self._queue: queue.Queue[ET.Element | None] = queue.Queue()
         self._stderr: list[str] = []
@@ -202,6 +203,21 @@ class IdeTop:
         sid = reply.value.find("pair/state_id")
         return int(sid.get("val")), reply
 
+    def goal_snapshot(self, *, timeout_s: float) -> tuple[GoalSnapshot | None, Reply]:
+        """Execute up to the tip; all goal lists (None when not in proof mode)."""
+        reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s)
+        if not reply.good:
+            return None, reply
+        opt = reply.value.find("option")
+        if opt is None or opt.get("val") == "none":
+            return None, reply
+        lists = opt.find("goals").findall("list")
+        fg = tuple(_parse_goal(g) for g in lists[0].findall("goal")) if lists else ()
+        bg = tuple(_parse_goal(g) for g in lists[1].findall(".//goal")) if len(lists) > 1 else ()
+        shelved = tuple(_parse_goal(g) for g in lists[2].findall("goal")) if len(lists) > 2 else ()
+        given_up = tuple(_parse_goal(g) for g in lists[3].findall("goal")) if len(lists) > 3 else ()
+        return GoalSnapshot(fg, bg, shelved, given_up), reply
+
     def goals(self, *, timeout_s: float) -> tuple[list[Goal] | None, Reply]:
         """Execute up to the tip and return the focused goals (None when not in proof mode)."""
         reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s)
@@ -253,6 +269,20 @@ class IdeTop:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+
+@dataclass(frozen=True)
+class GoalSnapshot:
+    """Coq's goal lists at one state."""
+
+    foreground: tuple[Goal, ...]
+    background: tuple[Goal, ...]  # unfocused (e.g. the other bullets' goals)
+    shelved: tuple[Goal, ...]
+    given_up: tuple[Goal, ...]
+
+    @property
+    def finished(self) -> bool:
+        return not (self.foreground or self.background or self.shelved or self.given_up)
 
 
 def _parse_goal(elem: ET.Element) -> Goal:
