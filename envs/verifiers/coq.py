@@ -50,6 +50,8 @@ _STATEMENT_RE = re.compile(
 )
 
 HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
+#: Loads CoqHammer's reconstruction tactics (sauto, ...) and the hammer itself; pass as ``prelude``.
+HAMMER_PRELUDE = "From Hammer Require Import Tactics Hammer."
 
 #: Modules whose "axioms" are kernel primitives; never allowed unless a task lists them.
 PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "Int63", "Uint63", "PrimString")
@@ -73,6 +75,8 @@ class CoqConfig:
     context_timeout_s: float = 600.0
     max_session_rss: int = 2 * 1024**3  # a warm session above this is restarted after the check
     allowed_axioms: tuple[str, ...] = ()  # allowed for every task, on top of each task's own list
+    # Trusted text loaded before every task's context, e.g. HAMMER_PRELUDE for CoqHammer's tactics.
+    prelude: str = ""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     use_bwrap: bool | None = None  # None: use bubblewrap when it works here
     seed: int = 0
@@ -229,6 +233,7 @@ class CoqVerifier:
         """
         if task.system != "coq":
             raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
+        task = self._with_prelude(task)
         start = time.monotonic()
         with self._lock:
             if self._closed:
@@ -243,7 +248,7 @@ class CoqVerifier:
 
         if task.system != "coq":
             raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
-        return CoqTacticSession(self, task)
+        return CoqTacticSession(self, self._with_prelude(task))
 
     def localize(self, task: Task, proof: str):
         """Cobblestone's fail-safe localization of ``proof`` (see ``coq_tactic.localize``)."""
@@ -253,6 +258,11 @@ class CoqVerifier:
             return localize(session, proof)
 
     # -- internals ----------------------------------------------------------------------------
+    def _with_prelude(self, task: Task) -> Task:
+        if not self.config.prelude:
+            return task
+        return replace(task, context=self.config.prelude.rstrip() + "\n" + task.context)
+
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         try:
             proof = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)

@@ -303,8 +303,8 @@ class Localization:
     def complete(self) -> bool:
         return not self.holes and not self.rejected and self.final_state is not None
 
-    def script(self, fills: dict[int, list[str]] | None = None) -> str:
-        """The proof text, with ``fills[hole.index]`` sentences spliced in for placeholders."""
+    def spliced(self, fills: dict[int, list[str]] | None = None) -> list[str]:
+        """The sentences, with ``{ fills[hole.index] }`` in place of those placeholders."""
         fills = fills or {}
         out: list[str] = []
         for i, sentence in enumerate(self.sentences):
@@ -312,7 +312,11 @@ class Localization:
                 out.extend(["{", *fills[i], "}"])
             else:
                 out.append(sentence)
-        return "Proof.\n" + "\n".join(out) + "\nQed."
+        return out
+
+    def script(self, fills: dict[int, list[str]] | None = None) -> str:
+        """The whole proof text, with ``fills`` spliced in for placeholders."""
+        return "Proof.\n" + "\n".join(self.spliced(fills)) + "\nQed."
 
 
 _BULLET = re.compile(r"^(-+|\++|\*+)$")
@@ -348,7 +352,7 @@ def _block_ends(sentences: list[str]) -> list[int]:
     return ends
 
 
-def localize(session: CoqTacticSession, proof: str, *, at: int | None = None,
+def localize(session: CoqTacticSession, proof: str, *, at: int | None = None, focus: bool = False,
              max_steps: int = 2000) -> Localization:
     """Step ``proof`` sentence by sentence from state ``at`` (default root), admitting failures.
 
@@ -358,6 +362,10 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None,
     repaired: a bullet that arrives while the previous block still has goals admits
     them first; a bullet with no goal left to focus is skipped with its block; goals
     left at the end are admitted (with the bullets they need).
+
+    With ``focus=True`` the proof is for the goal focused by a ``{`` at ``at`` (a
+    sub-proof for a hole): it is complete when a closing ``}`` would be accepted, and
+    ``final_state`` is the state just before that ``}``.
     """
     try:
         sentences = list(_step_sentences(proof))
@@ -404,13 +412,20 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None,
         i = ends[i]
     # Goals left at the end: focus them with bullets of a fresh kind and admit them.
     guard = 0
-    while not state.finished and guard < 100:
+
+    def done() -> bool:
+        if not focus:
+            return state.finished
+        return not state.goals and session.run_sentences(["}"], state.state_id).ok
+
+    while not done() and guard < 100:
         guard += 1
         if state.goals:
             admit_focused("", "goals left at the end of the proof", all_goals=True)
             continue
         closed = False
-        for structure in ("}", *sorted({s for s in sentences if _BULLET.match(s)} | {"-", "+", "*"}, key=len)):
+        closers = () if focus else ("}",)
+        for structure in (*closers, *sorted({s for s in sentences if _BULLET.match(s)} | {"-", "+", "*"}, key=len)):
             result = session.run_sentences([structure], state.state_id)
             if result.ok:
                 out.append(structure)
@@ -419,4 +434,4 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None,
                 break
         if not closed:
             break
-    return Localization(out, holes, state.state_id if state.finished else None)
+    return Localization(out, holes, state.state_id if done() else None)
