@@ -22,12 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from proofgym.envs.tasks.suites import load_tasks
-from proofgym.envs.types import Task
-from proofgym.envs.verifiers.coq import CoqVerifier
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
+
+from proofgym.envs.tasks.suites import load_tasks
+from proofgym.envs.types import Task
+from proofgym.envs.verifiers.coq import CoqVerifier
 
 WRONG = "Proof. intros. reflexivity. Qed."
 
@@ -84,6 +85,21 @@ def main() -> None:
                 warm.append(result.wall_s)
             for session in verifier._sessions.values():  # noqa: SLF001
                 peak_kib = max(peak_kib, *(vm_hwm_kib(pid) for pid in _tree(session.ide.pid)))
+        # Tactic mode: per-step latency in a warm session (steps, failed steps and backtracking).
+        step_times: list[float] = []
+        backtrack_times: list[float] = []
+        for task in tasks[: max(1, len(tasks) // 2)]:
+            with verifier.open(task) as session:
+                for _ in range(args.attempts):
+                    t0 = time.perf_counter()
+                    first = session.run("intros.", session.root)
+                    step_times.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    session.run("idtac.", first.state.state_id if first.ok else session.root)
+                    step_times.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    session.run("exact I.", session.root)  # usually fails: the state is restored
+                    backtrack_times.append(time.perf_counter() - t0)
         audited_start = time.perf_counter()
         audit_result = verifier.check(tasks[0], tasks[0].reference_proof, audit=True)
         audit_s = time.perf_counter() - audited_start
@@ -99,6 +115,10 @@ def main() -> None:
     console = Console()
     console.print(table)
     console.print(f"ratio (median naive / median warm): [bold]{med_naive / med_warm:.0f}x[/] per attempt")
+    console.print(f"tactic mode: median {statistics.median(step_times) * 1000:.2f} ms per step, "
+                  f"{statistics.median(backtrack_times) * 1000:.2f} ms per failed step + backtrack; "
+                  f"ratio against a whole-file coqc per attempt: "
+                  f"[bold]{med_naive / statistics.median(step_times):.0f}x[/]")
     console.print(f"one-time context load per session: median {statistics.median(loads):.2f} s; "
                   f"an audited OK (coqc + coqchk) costs {audit_s:.2f} s ({audit_result.verdict.value})")
 
