@@ -77,8 +77,11 @@ def main() -> None:
     with CoqVerifier(audit="never", max_sessions=2) as verifier:
         for task in track(tasks, description="warm coqidetop"):
             start = time.perf_counter()
-            verifier.check(task, "Proof. idtac. Abort.")  # CHEATING before any prover runs: no cost
-            verifier._session(task.context)  # noqa: SLF001 - time the one-time context load on its own
+            # One-time costs per context: load it, and the first two OKs (the second computes the
+            # context's axiom summary once, which later OKs use instead of Print Assumptions).
+            verifier._session(task.context)  # noqa: SLF001
+            verifier.check(task, task.reference_proof)
+            verifier.check(task, task.reference_proof)
             loads.append(time.perf_counter() - start)
             for p in proofs:
                 result = verifier.check(task, p or task.reference_proof)
@@ -119,7 +122,10 @@ def main() -> None:
                   f"{statistics.median(backtrack_times) * 1000:.2f} ms per failed step + backtrack; "
                   f"ratio against a whole-file coqc per attempt: "
                   f"[bold]{med_naive / statistics.median(step_times):.0f}x[/]")
-    console.print(f"one-time context load per session: median {statistics.median(loads):.2f} s; "
+    amortized = (sum(warm) + sum(loads)) / len(warm)
+    console.print(f"including the one-time costs spread over these {args.attempts} attempts per task: "
+                  f"{amortized * 1000:.1f} ms per attempt, {statistics.mean(naive) / amortized:.1f}x (mean vs mean)")
+    console.print(f"one-time per context (load + first two OKs): median {statistics.median(loads):.2f} s; "
                   f"an audited OK (coqc + coqchk) costs {audit_s:.2f} s ({audit_result.verdict.value})")
 
 

@@ -134,3 +134,29 @@ def test_allowed_axioms_come_from_the_reference(coq_verifier):
     strict = Task(**{**task.to_dict(), "id": "classic.strict", "metadata": {"allowed_axioms": []}})
     result = coq_verifier.check(strict, "Proof. apply classic. Qed.")
     assert result.verdict is Verdict.CHEATING and "classic" in " ".join(result.reasons)
+
+
+@pytest.mark.prover
+@requires_coq
+def test_print_assumptions_is_skipped_only_when_the_environment_has_nothing_disallowed():
+    clean = Task(id="clean", system="coq", context="", statement="Lemma c : 2 + 2 = 4.",
+                 reference_proof="reflexivity.", category="P1", timeout_s=20, metadata={"allowed_axioms": []})
+    dirty = Task(id="dirty", system="coq", context="Axiom ax : forall n : nat, n = 0.\n",
+                 statement="Lemma d (n : nat) : n * 0 = 0.", reference_proof="Proof. induction n; auto. Qed.",
+                 category="P1", timeout_s=20, metadata={"allowed_axioms": []})
+    with CoqVerifier(audit="never") as verifier:
+        queries = []
+        original = verifier._assumptions  # noqa: SLF001
+
+        def counting(*args, **kwargs):
+            queries.append(args)
+            return original(*args, **kwargs)
+
+        verifier._assumptions = counting  # noqa: SLF001
+        for _ in range(3):
+            assert verifier.check(clean, "reflexivity.").verdict is Verdict.OK
+        assert len(queries) < 3  # the clean environment's summary replaced the query
+        for _ in range(3):
+            assert verifier.check(dirty, "Proof. induction n; auto. Qed.").verdict is Verdict.OK
+        result = verifier.check(dirty, "Proof. apply ax. Qed.")
+        assert result.verdict is Verdict.CHEATING and "ax" in " ".join(result.reasons)

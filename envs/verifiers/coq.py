@@ -195,6 +195,7 @@ class CoqVerifier:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._allowed_cache: dict[str, frozenset[str]] = {}
         self._baseline_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._oks_per_context: dict[str, int] = {}
         self._rng = random.Random(cfg.seed)
         self._lock = threading.RLock()
         self._closed = False
@@ -509,15 +510,12 @@ class CoqVerifier:
     def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
         session = self._session(task.context)
         state = outcome.final_state
-        # Queries run after a trusted `Set Printing All.`: no notation or scope the proof opened can
-        # hide a constant's name from the leak check.
-        printing_all, reply = session.ide.add("Set Printing All.", state, timeout_s=30)
-        if printing_all is None or not session.ide.status(timeout_s=30).good:
-            raise VerifierCrashed(f"coqidetop refused `Set Printing All.`: {reply.error}")
-        state = printing_all
         # Everything that queries the submission's state runs first: computing the
         # allow-list may run the reference proof, which moves the session away from it.
-        axioms, other = self._assumptions(session, state, name)
+        if self._environment_is_clean(task):
+            axioms, other = [], []  # nothing outside the allow-list exists here to rely on
+        else:
+            axioms, other = self._assumptions(session, state, name)
         reasons = [f"unsafe assumption: {o}" for o in other]
         reasons += self._leak_reasons(task, name, session, state)
         if axioms:
@@ -529,6 +527,42 @@ class CoqVerifier:
                 elif ax not in allowed and ax.split(".")[-1] not in allowed_short:
                     reasons.append(f"relies on axiom {ax} outside the allow-list")
         return reasons
+
+    def _environment_is_clean(self, task: Task) -> bool:
+        """Whether every axiom in the context's environment is allowed for this task.
+
+        ``Print Assumptions`` walks every opaque library proof a term depends on (up to
+        0.5 s on Reals). When ``coqchk`` lists no axiom and no unsafe flag in the whole
+        environment outside the allow-list, no proof can rely on one, so the query is
+        skipped. The environment's summary costs one ``coqc`` + ``coqchk`` of the context,
+        cached by content hash; it is computed from the second OK of a context on, so a
+        one-off check never pays for it.
+        """
+        allowed = task.metadata.get("allowed_axioms")
+        if allowed is None:
+            allowed = self._allowed_cache.get(task.id)
+        if allowed is None:
+            return False
+        context, closings = audit_context(task.context)
+        key = hashlib.sha256((context + closings).encode()).hexdigest()
+        self._oks_per_context[key] = self._oks_per_context.get(key, 0) + 1
+        if key not in self._baseline_cache and self._oks_per_context[key] < 2:
+            return False
+        try:
+            env_axioms, env_flags = self._baseline(context, closings)
+        except ContextLoadError:
+            return False
+        allowed_all = frozenset(allowed) | frozenset(self.config.allowed_axioms)
+        shorts = [a.split(".")[-1] for a in env_axioms]
+
+        def is_allowed(axiom: str) -> bool:
+            if axiom in allowed_all:
+                return True
+            short = axiom.split(".")[-1]
+            # Print Assumptions names an axiom by its short name when that is unambiguous.
+            return not _is_primitive(axiom) and short in allowed_all and shorts.count(short) == 1
+
+        return not env_flags and all(is_allowed(a) for a in env_axioms)
 
     def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None) -> list[str]:
         """The proof term must not use the original lemma, or anything of its original file.
@@ -544,6 +578,17 @@ class CoqVerifier:
         ide = session.ide
         reasons: set[str] = set()
         me = ".".join(["Top", *(n for _, n in open_blocks(task.context)), name])  # the lemma's own full name
+        # Fast path: a leak needs something to leak. When the original library is not
+        # loaded, none of its constants exist here; without a qualid, a same-named lemma
+        # must exist. Both are decided without reading the (possibly huge) proof term.
+        if not original_loaded and (qualid or all(full == me for full in _locate_all(ide, name, state))):
+            return []
+        # The term is read after a trusted `Set Printing All.`: no notation or scope the proof
+        # opened can hide a constant's name.
+        printing_all, reply = ide.add("Set Printing All.", state, timeout_s=30)
+        if printing_all is None or not ide.status(timeout_s=30).good:
+            raise VerifierCrashed(f"coqidetop refused `Set Printing All.`: {reply.error}")
+        state = printing_all
         seen_consts = {me}
         to_print = [name]
         idents: set[str] = set()
@@ -716,6 +761,13 @@ def _locate(ide: IdeTop, ident: str, state: int | None) -> list[str]:
     return out
 
 
+def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:
+    """Every object whose name ends in ``ident``, visible or not."""
+    reply = ide.query(f"Locate {ident}.", state, timeout_s=30)
+    text = "\n".join(t for _, t in reply.messages)
+    return re.findall(r"^(?:Constant|Inductive|Constructor|Notation|Ltac|Module)\s+(\S+)", text, re.M)
+
+
 def _messages(reply: Reply) -> list[str]:
     return [t for lvl, t in reply.messages if lvl in ("warning", "error")]
 
@@ -737,7 +789,7 @@ def _parse_coqchk(out: str) -> tuple[set[str], set[str]]:
                 head, _, rest = section.partition(":")
                 section = head.strip()
                 rest = rest.strip()
-                if rest and rest != "<none>" and section != "Axioms":
+                if rest and rest != "<none>" and section not in ("Axioms", "Theory"):
                     flags.add(f"{section}: {rest}")
             continue
         if not stripped or stripped.startswith("=") or stripped == "CONTEXT SUMMARY":
