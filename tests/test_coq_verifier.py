@@ -160,3 +160,19 @@ def test_print_assumptions_is_skipped_only_when_the_environment_has_nothing_disa
             assert verifier.check(dirty, "Proof. induction n; auto. Qed.").verdict is Verdict.OK
         result = verifier.check(dirty, "Proof. apply ax. Qed.")
         assert result.verdict is Verdict.CHEATING and "ax" in " ".join(result.reasons)
+
+
+@pytest.mark.prover
+@requires_coq
+def test_audit_layer_catches_what_a_whitelist_hole_would_let_through(coq_verifier):
+    """Defence in depth: feed the audit a proof the whitelist would never pass."""
+    from proofgym.envs.verifiers.coq_proof import NormalizedProof
+
+    task = Task(id="audit", system="coq", context="Axiom declared : True.\n", statement="Lemma a : 1 = 1.",
+                reference_proof="reflexivity.", category="P1", timeout_s=20)
+    honest = NormalizedProof(("Proof.", "(reflexivity).", "Qed."), frozenset(), False)
+    assert coq_verifier._audit(task, honest) is None  # noqa: SLF001 - a declared context axiom is fine
+    smuggled = NormalizedProof(("Proof.", "(reflexivity).", "Qed.", "Axiom extra : False."), frozenset(), False)
+    result = coq_verifier._audit(task, smuggled)  # noqa: SLF001
+    assert result is not None and result.verdict is Verdict.CHEATING
+    assert "PG.ProofgymSubmission.extra" in " ".join(result.reasons)

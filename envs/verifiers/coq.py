@@ -630,7 +630,6 @@ class CoqVerifier:
         head = context + ("" if context.endswith("\n") or not context else "\n") + task.statement + "\n"
         body = "\n".join(normalized.sentences)
         source = head + body + "\n" + closings + "\n"
-        base_axioms, base_flags = self._baseline(context, closings)
         result = self._compile_and_check(source, task.timeout_s * 3 + 60)
         if result is None:
             return CheckResult(Verdict.TIMEOUT, ("audit: coqc/coqchk ran past the deadline",), backend="coqc")
@@ -654,11 +653,17 @@ class CoqVerifier:
             return CheckResult(Verdict.CHEATING, ("audit: coqchk rejects the compiled proof (kernel disagreement)",),
                                (chk_out[-2000:],), error_category=ErrorCategory.CHEATING, backend="coqchk",
                                audited=True)
+        # The submission file's own axioms must be the ones its (trusted) context declares, and no
+        # unsafe flag (type-in-type, unguarded fixpoint, assumed positivity) may name the lemma.
+        # Library axioms come from the context's Requires, which a proof cannot change; which of
+        # them the proof *uses* was decided by Print Assumptions.
         axioms, flags = _parse_coqchk(chk_out)
-        allowed = self._allowed_axioms(task)
-        new = sorted(a for a in axioms - base_axioms
-                     if a.split(".")[-1] not in {x.split(".")[-1] for x in allowed})
-        bad_flags = sorted(flags - base_flags)
+        declared = _declared_axioms(context)
+        own = "PG.ProofgymSubmission."
+        new = sorted(a for a in axioms if a.startswith(own) and a.split(".")[-1] not in declared)
+        name = lemma_name(task.statement)
+        bad_flags = sorted(f for f in flags if re.search(rf"{re.escape(own)}(?:\S+\.)?{re.escape(name)}"
+                                                          rf"(?:_subproof\w*)?\b", f))
         if new or bad_flags:
             reasons = [f"audit: coqchk lists axiom {a}" for a in new] + [f"audit: coqchk: {f}" for f in bad_flags]
             return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
@@ -759,6 +764,22 @@ def _locate(ide: IdeTop, ident: str, state: int | None) -> list[str]:
         if not annotated:
             out.append(m.group(1))
     return out
+
+
+_DECL_RE = re.compile(r"^(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|Monomorphic)\s+)*"
+                      r"(?:Axiom|Axioms|Parameter|Parameters|Conjecture|Conjectures|Hypothesis|Hypotheses|"
+                      r"Variable|Variables)\s+(.*)$", re.S)
+
+
+def _declared_axioms(context: str) -> set[str]:
+    """Short names the context declares as axioms/parameters (trusted text, coarse: all identifiers)."""
+    names: set[str] = set()
+    for s in split_sentences(context):
+        m = _DECL_RE.match(s.code)
+        if m:
+            head = m.group(1).split(":", 1)[0] if "(" not in m.group(1).split(":", 1)[0] else m.group(1)
+            names.update(re.findall(r"[A-Za-z_][\w']*", head))
+    return names
 
 
 def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:
