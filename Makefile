@@ -17,9 +17,11 @@ $(PROOFGYM_CACHE)/suites/coq-stdlib.jsonl: | setup
 
 suite: $(PROOFGYM_CACHE)/suites/coq-stdlib.jsonl
 
-## main job: build + validate the default Coq suite, then evaluate the reference agent on it
+## main job: build + validate the default Coq suite, evaluate the base policy on held-out tasks, a short GRPO with
+## the real Coq verifier as reward, evaluate the checkpoint, write the report. A GPU machine: TRAIN_CONFIG=configs/train/grpo_gpu.yaml
+TRAIN_CONFIG ?= configs/train/grpo_cpu.yaml
 eval: suite
-	$(BIN)/proofgym eval --suite coq-stdlib --agent reference --k 1 --workers $(WORKERS)
+	$(BIN)/python scripts/main_job.py --config $(TRAIN_CONFIG) --verifier_workers $(WORKERS)
 
 ## all tiers that run on this machine (fast + real provers)
 test: setup

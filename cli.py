@@ -4,9 +4,15 @@
     proofgym check TASK.json --proof FILE [--json]    one verdict for one proof
     proofgym build coq-stdlib                         build + validate the default Coq suite
     proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
+    proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model NAME --json
+    proofgym serve-model CHECKPOINT [--port 8000]     an OpenAI-compatible server for a local checkpoint
+    proofgym report RUN_DIR [RUN_DIR2]                Markdown/HTML report with plots
+    proofgym serve-verifier [--port 8000] [--workers W] HTTP verifier service for trainers (batch checks)
+    proofgym train sft|grpo --config configs/train/grpo_cpu.yaml [--field value ...]   train with TRL
 
 Exit codes: 0 a verdict was reached (whatever it is), 2 bad input, 3 the verifier
-or a prover is broken or missing, 130 interrupted.
+or a prover is broken or missing, 4 the model cannot be used (no server, bad key,
+unknown model), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_VERIFIER = 3
+EXIT_MODEL = 4
 
 EPILOG_CHECK = """\
 The task file is one JSON object with the keys id, system, context, statement,
@@ -35,12 +42,23 @@ examples:
 """
 
 EPILOG_EVAL = """\
-Results are appended to --out as JSONL while the run goes; run the same command
-again to resume a killed run (finished checks are not redone).
+A run writes into a run dir: results.jsonl (one row per task and sample, appended
+as they finish), config.json and summary.json. By default the dir is
+runs/<suite>__<agent>__<model>__k<k>__<time>/; --out DIR names it (--out FILE.jsonl
+also works: summary.json goes next to it). Rerun with the same --out, or add
+--resume, to continue a killed run (finished checks are not redone).
+
+pass@j is reported for j <= n samples per task (unbiased estimator over first
+attempts; with n = k it is Selene's ACC#k). With --strategy selene the fixing
+round counts in fix@j, not in pass@j. Options of a strategy: --set key=value, e.g.
+--strategy selene --set sim=true --set fix=retry (see configs/eval/*.yaml).
 
 examples:
   proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
-  proofgym eval --suite my_tasks.jsonl --agent reference --out runs/mine.jsonl --json
+  proofgym eval --suite my_tasks.jsonl --agent reference --out runs/mine --json
+  proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model m --k 5
+  proofgym eval --suite coq-stdlib --agent local --model ./checkpoint --strategy selene
+  proofgym eval --config configs/eval/selene_fixing.yaml --agent openai --model gpt-4o
 """
 
 
@@ -121,36 +139,87 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def _eval_config(args: argparse.Namespace):
     from proofgym.envs.errors import ProofgymError
-    from proofgym.envs.tasks.suites import load_tasks
-    from proofgym.training.evaluate import AGENTS, print_summary, run_eval
+    from proofgym.training.evaluate import EvalConfig, load_config_file
 
-    if args.agent not in AGENTS:
-        return _die(EXIT_BAD_INPUT, f"unknown agent {args.agent!r}; available here: {', '.join(AGENTS)}")
-    if args.k < 1 or args.workers < 1:
-        return _die(EXIT_BAD_INPUT, "--k and --workers must be >= 1")
+    data: dict[str, Any] = load_config_file(args.config) if getattr(args, "config", None) else {}
+    options = dict(data.pop("strategy_options", None) or {})
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ProofgymError(f"--set takes key=value, got {item!r}")
+        import yaml
+
+        options[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    given = {k: v for k, v in vars(args).items() if k in EvalConfig.__dataclass_fields__ and k != "strategy_options"}
+    cfg = EvalConfig.from_mapping({**data, **given, "strategy_options": options},
+                                  source=args.config or "command line")
+    if not cfg.suite:
+        raise ProofgymError("--suite is required (a built suite name such as coq-stdlib, or a .jsonl path)")
+    return cfg
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from proofgym.agents.base import ModelUnavailable
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.training.evaluate import evaluate, print_summary
+
+    paths_box: list[Any] = []
     try:
-        tasks = load_tasks(args.suite)
-    except ProofgymError as exc:
-        return _die(EXIT_BAD_INPUT, str(exc))
-    if args.limit:
-        tasks = tasks[: args.limit]
-    suite_name = Path(str(args.suite)).stem
-    out = Path(args.out) if args.out else Path("runs") / "eval" / f"{suite_name}__{args.agent}__k{args.k}.jsonl"
-    try:
-        summary = run_eval(tasks, agent=AGENTS[args.agent](), k=args.k, out=out, workers=args.workers,
-                           progress=not args.no_progress and sys.stderr.isatty() or args.progress)
+        cfg = _eval_config(args)
+        progress = not getattr(args, "no_progress", False) and sys.stderr.isatty() or getattr(args, "progress", False)
+        summary, paths = evaluate(cfg, progress=progress, on_start=paths_box.append)
+    except ModelUnavailable as exc:
+        return _die(EXIT_MODEL, str(exc))
     except ProofgymError as exc:
         return _die(EXIT_BAD_INPUT, str(exc))
     except KeyboardInterrupt:
-        print(f"interrupted; results so far are in {out}; rerun the same command to resume", file=sys.stderr)
+        where = paths_box[0].run_dir if paths_box else "the run dir"
+        print(f"interrupted; results so far are in {where}; rerun the same command with --out {where} "
+              f"(or --resume) to continue", file=sys.stderr)
         return 130
-    if args.json:
-        print(json.dumps({**summary.to_dict(), "out": str(out)}))
+    if getattr(args, "json", False):
+        print(json.dumps({**summary.to_dict(), "out": str(paths.results), "run_dir": str(paths.run_dir),
+                          "summary_path": str(paths.summary)}, ensure_ascii=False))
     else:
         print_summary(summary)
-        print(f"results: {out}")
+        print(f"run dir: {paths.run_dir}  (proofgym report {paths.run_dir})")
+    if summary.harness_failures and not summary.n_results:
+        return _die(EXIT_VERIFIER, f"every check failed in the verifier ({summary.harness_failures} harness "
+                                   f"failures); run `proofgym doctor`")
+    return 0
+
+
+def cmd_serve_model(args: argparse.Namespace) -> int:
+    from proofgym.agents.base import ModelUnavailable
+    from proofgym.agents.serve import serve
+    from proofgym.envs.errors import ProofgymError
+
+    try:
+        serve(args.checkpoint, host=args.host, port=args.port, model_name=args.served_model_name,
+              api_key=args.api_key, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+              max_tokens=args.max_tokens, fail_first=args.fail_first, verbose=args.verbose, threads=args.threads)
+    except ModelUnavailable as exc:
+        return _die(EXIT_MODEL, str(exc))
+    except ProofgymError as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
+    except OSError as exc:
+        return _die(EXIT_BAD_INPUT, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.training.report import write_report
+
+    try:
+        path = write_report(args.runs, out=args.out, fmt=args.format)
+    except ProofgymError as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
+    print(path)
     return 0
 
 
@@ -158,8 +227,19 @@ def cmd_build(args: argparse.Namespace) -> int:
     from proofgym.envs.errors import ProofgymError
     from proofgym.envs.tasks.build import build_coq_stdlib
 
+    if args.name == "hol-light":
+        from proofgym.envs.tasks.hol_build import build_hol_light
+
+        try:
+            hol_report = build_hol_light(out=Path(args.out) if args.out else None, workers=args.workers,
+                                         validate=not args.no_validate, limit=args.limit or None,
+                                         progress=not args.no_progress)
+        except ProofgymError as exc:
+            return _die(EXIT_VERIFIER, str(exc))
+        print(hol_report.render())
+        return 0
     if args.name != "coq-stdlib":
-        return _die(EXIT_BAD_INPUT, f"unknown suite {args.name!r}; buildable here: coq-stdlib")
+        return _die(EXIT_BAD_INPUT, f"unknown suite {args.name!r}; buildable here: coq-stdlib, hol-light")
     try:
         report = build_coq_stdlib(out=Path(args.out) if args.out else None, seed=args.seed, workers=args.workers,
                                   validate=not args.no_validate, limit=args.limit, progress=not args.no_progress)
@@ -167,6 +247,100 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _die(EXIT_VERIFIER, str(exc))
     print(report.render())
     return 0
+
+
+EPILOG_SERVE_VERIFIER = """\
+POST /check with {"requests": [{"task": {...} or "task_id": "...", "proof": "..."}]}
+gets {"results": [{"verdict", "reward", "reasons", ...}]} in input order; a harness
+failure has "verdict": null, "reward": null and "harness_error". POST /reward speaks
+OpenRLHF's remote reward protocol (labels = task ids). GET /health, GET /metrics
+(?format=prometheus). Beyond loopback a token is required (--token, --token-file or
+$PROOFGYM_VERIFIER_TOKEN); clients send "Authorization: Bearer <token>".
+
+examples:
+  proofgym serve-verifier --port 8000 --workers 2 --suite tests/data/tiny_suite.jsonl
+  curl -s localhost:8000/check -d '{"requests": [{"task_id": "tiny.lia", "proof": "Proof. lia. Qed."}]}'
+  PROOFGYM_VERIFIER_TOKEN=$(openssl rand -hex 24) proofgym serve-verifier --host 0.0.0.0 --engine ray
+"""
+
+
+def cmd_serve_verifier(args: argparse.Namespace) -> int:
+    import os
+    import signal
+
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.verifiers.pool import make_pool
+    from proofgym.envs.verifiers.service import (
+        TOKEN_ENV,
+        ServiceConfig,
+        ServiceConfigError,
+        VerifierService,
+        is_loopback,
+        load_task_index,
+    )
+
+    if args.workers < 1:
+        return _die(EXIT_BAD_INPUT, "--workers must be >= 1")
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            return _die(EXIT_BAD_INPUT, f"cannot read --token-file {args.token_file}: {exc.strerror or exc}")
+    if not is_loopback(args.host) and not token:
+        return _die(EXIT_BAD_INPUT, f"refusing to listen on {args.host} without a token: pass --token or "
+                                    f"--token-file (or set {TOKEN_ENV}), or listen on 127.0.0.1")
+    config = ServiceConfig(host=args.host, port=args.port, token=token, max_body_bytes=int(args.max_body_mb * 2**20),
+                           max_batch=args.max_batch, max_queue=args.max_queue)
+    try:
+        tasks = load_task_index(args.suite)
+    except ProofgymError as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
+    system_kwargs = {"coq": {"audit": args.audit}} if args.audit else {}
+    try:
+        pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address)
+    except ProofgymError as exc:
+        return _die(EXIT_VERIFIER, str(exc))
+    try:
+        service = VerifierService(pool, config, tasks=tasks, owns_pool=True)
+    except ServiceConfigError as exc:
+        pool.close()
+        return _die(EXIT_BAD_INPUT, str(exc))
+    except OSError as exc:
+        pool.close()
+        return _die(EXIT_BAD_INPUT, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"proofgym verifier service on {service.url} (engine {args.engine}, {args.workers} workers"
+          f"{', token required' if token else ''}, {len(tasks)} tasks by id)", flush=True)
+    try:
+        service.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.shutdown()
+    return 0
+
+EPILOG_TRAIN = """\
+Every field of the config (TRL's SFTConfig/GRPOConfig plus proofgym's) can be set in the
+YAML file or as a flag; flags override the file. `proofgym train grpo --help` lists them.
+
+examples:
+  proofgym train grpo --config configs/train/grpo_cpu.yaml
+  proofgym train grpo --config configs/train/grpo_cpu.yaml --max_steps 10 --model_name_or_path ./ckpt
+  proofgym train sft --config configs/train/sft_cpu.yaml --report_to none
+  accelerate launch --config_file configs/accelerate/single_gpu.yaml -m proofgym.training.grpo \\
+      --config configs/train/grpo_gpu.yaml
+"""
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from proofgym.training.cli import run
+
+    return run(args.algo, args.args)
 
 
 def _version(cmd: list[str]) -> str | None:
@@ -181,9 +355,10 @@ def _version(cmd: list[str]) -> str | None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from proofgym.envs.verifiers.sandbox import bwrap_available
     from rich.console import Console
     from rich.table import Table
+
+    from proofgym.envs.verifiers.sandbox import bwrap_available
 
     rows = [
         ("coq", "coqc", _version(["coqc", "--version"]), "apt-get install coq"),
@@ -203,7 +378,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for system, tool, status, install in rows:
         table.add_row(system, tool, f"[green]{status}[/]" if status else "[red]missing[/]", "" if status else install)
     Console().print(table)
-    wired = {"coq"}
+    wired = {"coq", "hol_light", "dafny"}
     print(f"verifiers wired in this version: {', '.join(sorted(wired))}")
     return 0
 
@@ -229,23 +404,82 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("eval", help="evaluate an agent on a suite: pass@k per category", epilog=EPILOG_EVAL,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", required=True, help="a built suite name (coq-stdlib) or a .jsonl path")
-    p.add_argument("--agent", default="reference", help="agent name (default: reference)")
-    p.add_argument("--k", type=int, default=1, help="samples per task; pass@k is reported (default 1)")
-    p.add_argument("--workers", type=int, default=1, help="parallel verifier processes (default 1)")
-    p.add_argument("--out", help="results JSONL (default runs/eval/<suite>__<agent>__k<k>.jsonl)")
-    p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--progress", action="store_true", help="force the progress bar even when not a terminal")
+                       formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS)
+    p.add_argument("--suite", help="a built suite name (coq-stdlib) or a .jsonl path")
+    p.add_argument("--config", default=None, help="YAML file of eval options (flags override it)")
+    p.add_argument("--agent", help="reference (default), scripted, openai, anthropic or local")
+    p.add_argument("--model", help="model name (API agents) or checkpoint dir / .gguf / cached hub id (local)")
+    p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key", dest="api_key",
+                   help="API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY; none needed on 127.0.0.1)")
+    p.add_argument("--strategy", help="plain (default: zero-shot) or selene")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a strategy option (repeatable)")
+    p.add_argument("--k", type=int, help="report pass@k / ACC#k (default 1)")
+    p.add_argument("--n", type=int, help="samples per task (default k); pass@j is reported for j <= n")
+    p.add_argument("--temperature", type=float, help="default 0 for one sample, else 0.5 (Selene)")
+    p.add_argument("--top-p", dest="top_p", type=float, help="nucleus sampling (default 0.95)")
+    p.add_argument("--max-tokens", dest="max_tokens", type=int, help="tokens per reply (default 2048)")
+    p.add_argument("--seed", type=int, help="generation seed (sent as seed + sample)")
+    p.add_argument("--concurrency", type=int, help="API requests in flight (default 8)")
+    p.add_argument("--timeout", dest="request_timeout", type=float, help="seconds per API request (default 120)")
+    p.add_argument("--max-retries", dest="max_retries", type=int, help="retries on 429/5xx/timeouts (default 5)")
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="requests per generation batch (default 16)")
+    p.add_argument("--price-in", dest="price_in", type=float, help="USD per million input tokens (for cost)")
+    p.add_argument("--price-out", dest="price_out", type=float, help="USD per million output tokens")
+    p.add_argument("--device", help="local agent: auto, cpu, cuda...")
+    p.add_argument("--dtype", help="local agent: auto, float32, bfloat16, float16")
+    p.add_argument("--threads", type=int, help="local agent: CPU threads for torch (1 is fastest on a busy machine)")
+    p.add_argument("--script", help="scripted agent: JSON file of task id -> reply or list of replies")
+    p.add_argument("--workers", type=int, help="parallel verifier processes (default 1)")
+    p.add_argument("--out", help="run dir (or a results .jsonl); rerunning with the same --out resumes")
+    p.add_argument("--runs-dir", dest="runs_dir", help="where default run dirs go (default runs/)")
+    p.add_argument("--resume", action="store_true", help="continue the latest run of this command in --runs-dir")
+    p.add_argument("--limit", type=int, help="only the first N tasks")
+    p.add_argument("--audit", choices=["always", "sample", "never"], help="Coq: independent re-check of OKs")
+    p.add_argument("--verifier", help="module:factory of a verifier to use instead of the system's (testing)")
+    p.add_argument("--wandb", action="store_true", help="log to Weights & Biases (offline unless configured)")
+    p.add_argument("--wandb-project", dest="wandb_project", help="W&B project (default proofgym)")
+    p.add_argument("--wandb-mode", dest="wandb_mode", choices=["online", "offline", "disabled"],
+                   help="default: WANDB_MODE, else online with WANDB_API_KEY, else offline")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    p.add_argument("--progress", action="store_true", help="force the progress bar (on stderr) when not a terminal")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("serve-model", help="serve a local checkpoint with an OpenAI-compatible API",
+                       description="Serve CHECKPOINT (a transformers checkpoint dir, a .gguf file, or a cached hub "
+                                   "id) on /v1/chat/completions, /v1/messages and /v1/models. Prints the base URL, "
+                                   "then serves until Ctrl-C.",
+                       epilog="example:\n  proofgym serve-model ./ckpt --port 8000 &\n  proofgym eval --suite "
+                              "coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model ckpt",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", help="checkpoint dir, .gguf file, or a hub id already in the local cache")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--served-model-name", help="the model name clients send (default: the checkpoint's name)")
+    p.add_argument("--api-key", help="require this key from clients (default: none)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda... (default auto)")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default auto)")
+    p.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default 8)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="cap on max_tokens per request (default 1024)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default torch's; 1 on a busy machine)")
+    p.add_argument("--fail-first", type=int, default=0, help="testing: answer the first N requests with 429")
+    p.add_argument("--verbose", action="store_true", help="log each request on stderr")
+    p.set_defaults(func=cmd_serve_model)
+
+    p = sub.add_parser("report", help="Markdown/HTML report with plots of one run, or runs side by side",
+                       description="Tables and matplotlib plots (pass@k against k, per-category bars, verdicts, "
+                                   "failure taxonomy, cheat reasons, cost) from eval run dirs.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="an eval run dir (two or more to compare)")
+    p.add_argument("--out", help="output folder (default RUN_DIR/report)")
+    p.add_argument("--format", choices=["md", "html"], default="md", help="md (default) or html (self-contained)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("build", help="build and validate a suite into the cache dir",
                        description="Extract lemmas from the installed sources, sample Selene's 160/120/80 "
                                    "P1/P2/P3 split with a seed, and keep only tasks whose reference proof "
                                    "verifies in isolation and whose Admitted / exact-original cheats are rejected.")
-    p.add_argument("name", help="suite to build: coq-stdlib")
+    p.add_argument("name", help="suite to build: coq-stdlib or hol-light")
     p.add_argument("--out", help="output JSONL (default $PROOFGYM_CACHE/suites/<name>.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--workers", type=int, default=2, help="parallel validation workers (default 2)")
@@ -253,6 +487,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-validate", action="store_true", help="skip validation (not recommended)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",
+                       epilog=EPILOG_SERVE_VERIFIER, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need a token)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    p.add_argument("--workers", type=int, default=2, help="verifier worker processes (per node with --engine ray)")
+    p.add_argument("--engine", choices=["local", "ray"], default="local", help="verifier pool engine (default local)")
+    p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: a running one, else a new one)")
+    p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (visible in ps: prefer --token-file)")
+    p.add_argument("--token-file", help="read the token from this file")
+    p.add_argument("--suite", help="a suite (name or .jsonl) whose tasks clients may name by task_id")
+    p.add_argument("--audit", choices=["always", "sample", "never"], help="Coq's independent audit of OK verdicts")
+    p.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body in MiB (default 16)")
+    p.add_argument("--max-batch", type=int, default=1024, help="most checks in one request (default 1024)")
+    p.add_argument("--max-queue", type=int, default=8192, help="pending checks above which requests get 503")
+    p.set_defaults(func=cmd_serve_verifier)
+
+    p = sub.add_parser("train", help="train a policy with TRL: SFT on reference proofs, GRPO with verifier rewards",
+                       epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("algo", choices=["sft", "grpo"], help="sft or grpo")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="--config FILE.yaml and --field value overrides")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("doctor", help="which provers are installed, their versions, and what to install")
     p.set_defaults(func=cmd_doctor)

@@ -8,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
+
 from proofgym.envs.errors import TaskFormatError
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText

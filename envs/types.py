@@ -47,6 +47,13 @@ class ErrorCategory(str, enum.Enum):
     CHEATING = "cheating"
     RESOURCE = "resource"  # memory / process limits hit
     OTHER = "other"
+    # Dafny's taxonomy (SkillForge's regex stage); TIMEOUT above is shared.
+    SPEC_GAP = "spec_gap"  # a postcondition might not hold (BP5003)
+    INVARIANT_MISSING = "invariant_missing"  # a loop invariant fails on entry or is not maintained (BP5004/BP5005)
+    BODY_ERROR = "body_error"  # assertion, termination, call precondition, division, index...
+    TYPE_ERROR = "type_error"  # unresolved identifier, type mismatch (resolution)
+    PARSE_ERROR = "parse_error"  # the program does not parse
+    UNKNOWN = "unknown"  # no pattern matched: never routed silently
 
 
 @dataclass(frozen=True)

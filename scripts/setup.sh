@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(bubblewrap)
 APT_PACKAGES+=(coq libcoq-hammer eprover cvc4) # Coq (eprover, cvc4: CoqHammer ATPs)
-APT_PACKAGES+=()                              # HOL Light
-APT_PACKAGES+=()                              # Dafny
+APT_PACKAGES+=(hol-light libnum-ocaml-dev)   # HOL Light
+APT_PACKAGES+=(dafny z3)                      # Dafny
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -25,9 +25,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q -e ".[dev,api,train,report]"
 # Per-system Python-side extras (one line each).
-: # HOL Light
-: # Dafny
+.venv/bin/python -c "from proofgym.envs.verifiers.hol_light import build_stubs, HolLightConfig as C; build_stubs(C())" || true  # HOL Light
+.venv/bin/python -m pip install -q z3-solver==4.8.5.0  # Dafny: the z3 Dafny 2.3 is tested with (bin/z3)
 echo "[setup] done: $(.venv/bin/proofgym --help | head -1)"
 .venv/bin/proofgym doctor

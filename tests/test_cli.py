@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from proofgym.training.evaluate import read_results
 
+from proofgym.training.evaluate import read_results
 from tests.conftest import requires_coq
 
 TASK = {"id": "cli.plus0", "system": "coq", "context": "", "statement": "Lemma plus0 (n : nat) : n + 0 = n.",

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from proofgym.envs.errors import TaskFormatError
 from proofgym.envs.tasks.coq_extract import (
     CATEGORIES,

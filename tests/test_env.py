@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import proofgym  # noqa: F401 - registers the ids
 import pytest
 from gymnasium.utils.env_checker import check_env
-from proofgym.envs.types import CheckResult, Task, Verdict
 
+import proofgym  # noqa: F401 - registers the ids
+from proofgym.envs.types import CheckResult, Task, Verdict
 from tests.conftest import requires_coq
 
 TASKS = [

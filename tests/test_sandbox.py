@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from proofgym.envs.errors import SandboxError
 from proofgym.envs.verifiers import sandbox as sandbox_module
 from proofgym.envs.verifiers.sandbox import (

@@ -6,6 +6,7 @@ import json
 import pickle
 
 import pytest
+
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText

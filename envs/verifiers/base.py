@@ -58,6 +58,8 @@ def validate_submission(proof: Any, *, max_bytes: int = MAX_PROOF_BYTES) -> str:
 
 _VERIFIERS = {
     "coq": "proofgym.envs.verifiers.coq:CoqVerifier",
+    "dafny": "proofgym.envs.verifiers.dafny:DafnyVerifier",
+    "hol_light": "proofgym.envs.verifiers.hol_light:HolLightVerifier",
 }
 
 

@@ -1,0 +1,104 @@
+"""The prompt-family contract and the generic zero-shot prompts of every system.
+
+A prompt family turns a task into chat messages (:meth:`PromptFamily.messages`)
+and a verifier's feedback into the next user turn (:meth:`PromptFamily.repair`).
+Every reply is asked for in one fenced code block, which
+:func:`proofgym.agents.parsing.parse_proof` takes out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from proofgym.agents.base import Message
+from proofgym.envs.types import Task
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    """What a prompt says about a system: its name, the code fence tag, what a proof is, what is forbidden."""
+
+    name: str
+    fence: str
+    answer: str
+    forbidden: str
+
+
+SYSTEMS: dict[str, SystemInfo] = {
+    "coq": SystemInfo("Coq", "coq", "the proof script that follows the statement, from `Proof.` to `Qed.`",
+                      "`Admitted`, `admit`, `Abort`, new axioms or any other vernacular command"),
+    "hol_light": SystemInfo("HOL Light", "ocaml",
+                            "one OCaml expression of type `tactic` (for example `ARITH_TAC` or "
+                            "`REWRITE_TAC[ADD_SYM] THEN ARITH_TAC`)",
+                            "`CHEAT_TAC`, `mk_thm`, `new_axiom` and anything outside tactics"),
+    "dafny": SystemInfo("Dafny", "dafny",
+                        "the complete program: the given signatures and specifications, unchanged, "
+                        "with bodies, loop invariants and proofs",
+                        "`assume`, `{:axiom}`, `{:verify false}`, `{:extern}` and bodyless lemmas or methods"),
+    "isabelle": SystemInfo("Isabelle", "isabelle",
+                           "the proof that follows the statement (`by ...`, `apply ... done` or `proof ... qed`)",
+                           "`sorry`, `oops` and new axioms"),
+}
+
+
+def system_info(system: str) -> SystemInfo:
+    return SYSTEMS.get(system) or SystemInfo(system, system, "the proof that follows the statement",
+                                             "placeholders and new axioms")
+
+
+def fenced(code: str, lang: str) -> str:
+    """``code`` in a fenced block (longer fences when the code holds one)."""
+    fence = "```"
+    while fence in code:
+        fence += "`"
+    return f"{fence}{lang}\n{code.rstrip()}\n{fence}"
+
+
+@runtime_checkable
+class PromptFamily(Protocol):
+    """Chat messages for a task, and the user turn that carries a verifier's feedback."""
+
+    def messages(self, task: Task, *, context: str | None = None) -> list[Message]: ...
+
+    def repair(self, feedback: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class ZeroShotPrompts:
+    """A system message, then the context, the statement and what to answer, in one user turn.
+
+    Attributes:
+        system: The task's system (``coq``, ``hol_light``...).
+        context_chars: How much of the end of the task's context to show (0: none).
+    """
+
+    system: str
+    context_chars: int = 2000
+
+    @property
+    def info(self) -> SystemInfo:
+        return system_info(self.system)
+
+    def system_message(self) -> str:
+        return (f"You are an expert in {self.info.name} and formal verification. You write proofs that the "
+                f"{self.info.name} checker accepts, without placeholders or shortcuts.")
+
+    def messages(self, task: Task, *, context: str | None = None) -> list[Message]:
+        info = self.info
+        if context is None:
+            context = task.context[-self.context_chars:] if self.context_chars else ""
+        parts = [f"Write a proof of the following {info.name} statement so that {info.name} accepts it."]
+        description = str(task.metadata.get("description", "")) if task.metadata else ""
+        if description:
+            parts.append(f"What it says:\n{description}")
+        if context.strip():
+            parts.append(f"The source before the statement (its end):\n{fenced(context, info.fence)}")
+        parts.append(f"Statement:\n{fenced(task.statement, info.fence)}")
+        parts.append(f"Answer with {info.answer}, in a single ```{info.fence} fenced code block. Do not restate "
+                     f"the statement. Do not use {info.forbidden}.")
+        return [{"role": "system", "content": self.system_message()}, {"role": "user", "content": "\n\n".join(parts)}]
+
+    def repair(self, feedback: str) -> str:
+        return (f"{self.info.name} rejected that proof:\n{feedback.strip()}\n\nWrite a corrected, complete proof, "
+                f"in a single ```{self.info.fence} fenced code block.")

@@ -1,0 +1,175 @@
+"""Build and validate HOL Light suites (``proofgym build hol-light``).
+
+The default suite comes from the HOL Light library Debian installs (``/usr/share/hol-light``):
+a few files that load fast on top of plain HOL, extracted by :mod:`proofgym.envs.tasks.hol_extract`.
+A task enters the suite only if (STYLE.md #10):
+
+1. its reference proof is ``OK`` (and its measured time sets the timeout, :class:`TimeoutRule`);
+2. ``CHEAT_TAC`` is ``CHEATING``.
+
+A reference proof that comes back ``CHEATING`` is a false rejection of the whitelist: it is
+counted (the report's ``false_rejections``) and the task is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from proofgym.envs.errors import ProofgymError, TaskFormatError
+from proofgym.envs.tasks.hol_extract import ExtractionReport, TimeoutRule, extract_file
+from proofgym.envs.types import Task, Verdict
+
+SUITE_NAME = "hol-light"
+
+#: Library files of the default suite: no ``needs``, quick to load, proofs that run in seconds.
+DEFAULT_FILES = ("100/arithmetic.ml", "100/cantor.ml", "100/subsequence.ml", "Library/binary.ml")
+
+
+@dataclass
+class HolBuildReport:
+    """What ``proofgym build hol-light`` did."""
+
+    suite: str
+    out: str
+    hol_dir: str
+    files: list[str]
+    hol_light_version: str = ""
+    extracted: int = 0
+    extraction_dropped: dict[str, int] = field(default_factory=dict)
+    kept: dict[str, int] = field(default_factory=dict)
+    excluded: dict[str, int] = field(default_factory=dict)
+    false_rejections: list[str] = field(default_factory=list)
+    references_checked: int = 0
+    validated: bool = True
+    seconds: float = 0.0
+
+    @property
+    def false_rejection_rate(self) -> float:
+        return len(self.false_rejections) / self.references_checked if self.references_checked else 0.0
+
+    def render(self) -> str:
+        lines = [f"suite {self.suite}: {sum(self.kept.values())} tasks -> {self.out}",
+                 f"from {len(self.files)} files of {self.hol_dir} (HOL Light {self.hol_light_version}); "
+                 f"{self.extracted} extracted",
+                 "kept per category: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kept.items()))]
+        for reason, n in sorted(self.extraction_dropped.items()):
+            lines.append(f"  dropped at extraction {n:4d}: {reason}")
+        for reason, n in sorted(self.excluded.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  excluded {n:4d}: {reason}")
+        if not self.validated:
+            lines.append("NOT validated (--no-validate)")
+        else:
+            lines.append(f"whitelist false rejections of reference proofs: {len(self.false_rejections)}/"
+                         f"{self.references_checked} ({100 * self.false_rejection_rate:.1f}%)")
+        lines.append(f"took {self.seconds:.0f} s")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["false_rejection_rate"] = self.false_rejection_rate
+        return d
+
+
+def extract_library(hol_dir: str | Path, files: Sequence[str], *, arch: str = "hol", suite: str = SUITE_NAME,
+                    report: ExtractionReport | None = None) -> list[Task]:
+    """Unvalidated tasks from library files (paths relative to ``hol_dir``), de-duplicated across files."""
+    hol_dir = Path(hol_dir)
+    seen: set[str] = set()
+    tasks: list[Task] = []
+    for rel in files:
+        path = hol_dir / rel
+        if not path.is_file():
+            raise TaskFormatError(f"{path} does not exist; is HOL Light installed at {hol_dir}?")
+        tasks += extract_file(path, rel=rel, arch=arch, suite=suite, report=report, seen_goals=seen)
+    return tasks
+
+
+def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, workers: int = 1,
+                   check_timeout_s: float = 900.0, progress: Callable[[str], None] | None = None,
+                   excluded: Counter | None = None, false_rejections: list[str] | None = None) -> list[Task]:
+    """Keep the tasks whose reference proof is OK and whose CHEAT_TAC is CHEATING; set their timeouts."""
+    excluded = excluded if excluded is not None else Counter()
+    false_rejections = false_rejections if false_rejections is not None else []
+
+    def one(task: Task) -> Task | None:
+        probe = replace(task, timeout_s=check_timeout_s)
+        try:  # CHEAT_TAC first: it loads the context, so the reference's time is the proof's alone
+            cheat = verifier.check(probe, "CHEAT_TAC")
+        except TaskFormatError as exc:
+            excluded[f"context does not load: {str(exc).splitlines()[0][:80]}"] += 1
+            return None
+        ref = verifier.check(probe, task.reference_proof)
+        if ref.verdict is not Verdict.OK:
+            if ref.verdict is Verdict.CHEATING:
+                false_rejections.append(f"{task.id}: {'; '.join(ref.reasons)}")
+            excluded[f"reference proof {ref.verdict.value}"] += 1
+            return None
+        if cheat.verdict is not Verdict.CHEATING:
+            excluded[f"CHEAT_TAC was {cheat.verdict.value}, not CHEATING"] += 1
+            return None
+        measured = ref.wall_s
+        return replace(task, timeout_s=rule(measured),
+                       metadata={**task.metadata, "reference_s": round(measured, 3),
+                                 "prover_version": ref.prover_version})
+
+    kept: list[Task] = []
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for task, result in zip(tasks, pool.map(one, tasks), strict=True):
+            done += 1
+            if result is not None:
+                kept.append(result)
+            if progress is not None:
+                progress(f"[{done}/{len(tasks)}] {task.id}: {'kept' if result is not None else 'excluded'}")
+    return kept
+
+
+def build_hol_light(out: Path | None = None, *, hol_dir: str = "/usr/share/hol-light",
+                    files: Sequence[str] = DEFAULT_FILES, validate: bool = True, workers: int = 1,
+                    rule: TimeoutRule | None = None, limit: int | None = None, progress: bool = True,
+                    verifier: Any = None) -> HolBuildReport:
+    """Extract, validate and write the default HOL Light suite (``<suite_dir>/hol-light.jsonl``)."""
+    from proofgym.envs.tasks.suites import suite_dir, write_tasks
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_version
+
+    start = time.monotonic()
+    out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"
+    rule = rule or TimeoutRule()
+    extraction = ExtractionReport()
+    tasks = extract_library(hol_dir, files, report=extraction)
+    if limit:
+        tasks = tasks[:limit]
+    report = HolBuildReport(suite=SUITE_NAME, out=str(out), hol_dir=str(hol_dir), files=list(files),
+                            hol_light_version=hol_light_version(hol_dir), extracted=len(tasks),
+                            extraction_dropped=dict(extraction.dropped), validated=validate)
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    if validate:
+        excluded: Counter = Counter()
+        owned = verifier is None
+        verifier = verifier or HolLightVerifier(hol_dir=hol_dir, progress=progress)
+        try:
+            verifier.server("plain")  # start-up is not part of any reference proof's time
+            kept = validate_tasks(tasks, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
+                                  false_rejections=report.false_rejections)
+        except ProofgymError:
+            raise
+        finally:
+            if owned:
+                verifier.close()
+        report.excluded = dict(excluded)
+        report.references_checked = len(tasks) - sum(v for k, v in excluded.items() if k.startswith("context"))
+    else:
+        kept = [replace(t, timeout_s=rule.lo_s) for t in tasks]
+    report.kept = dict(Counter(t.category for t in kept))
+    write_tasks(out, kept)
+    report.seconds = time.monotonic() - start
+    out.with_name(f"{SUITE_NAME}.report.json").write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
+    return report

@@ -1,0 +1,611 @@
+"""The Dafny verifier (Debian's Dafny 2.3): a warm DafnyServer, specification anchoring, exact verdicts.
+
+How a check runs (the README's "Dafny verifier" section says why):
+
+1. The submission (a whole program) is validated and cut into tokens. Cheats that Dafny would not
+   report -- ``assume``, attributes off the allow-list (``{:verify false}`` also with a space,
+   ``{:axiom}``, ``{:extern}``, ``{:rlimit N}``...), ``decreases *``, ``include`` -- are CHEATING
+   before any prover runs, as is a context declaration that is missing or changed.
+2. The program is verified by a sandboxed, warm ``DafnyServer.exe`` (``/verifySnapshots:0`` so
+   nothing is reused from an earlier program, ``/timeLimit`` per implementation, an outer kill
+   at the task's deadline, z3 pinned to 4.8.5 with ``/z3exe:``, ``/noCheating:1`` so any
+   assumption left in the program is checked as an assertion). The ``cli`` backend runs a fresh
+   ``dafny`` per check instead (the naive way, kept for audits and benchmarks).
+3. Dafny's own view decides the rest: the server's ``symbols`` answer gives every declaration
+   and whether it has a body; the trace gives the outcome of every Boogie implementation. OK
+   needs no error, every outcome ``verified``, the verified ``Impl$$`` implementations paired
+   one-to-one with the declarations that have bodies (the ``{:rlimit}`` trap drops one silently),
+   unchanged statement headers and kept context (:mod:`~proofgym.envs.verifiers.dafny_integrity`).
+4. Audit (sampled, or always): the CLI re-checks an OK with ``/trace`` and ``/print``: exit code
+   0, the summary ``N verified, 0 errors`` parsed exactly with N equal to the number of
+   implementations in Dafny's Boogie translation, each of them ``verified``, no ``time out`` and
+   no ``out of resource``, and no bodyless procedure or function in the translation.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
+from proofgym.envs.verifiers.dafny_equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
+from proofgym.envs.verifiers.dafny_integrity import (
+    Anchor,
+    Symbol,
+    banned_constructs,
+    build_anchor,
+    check_anchoring,
+    expected_implementations,
+    pair_implementations,
+    parse_symbols,
+    sanitize,
+    trusted_ranges,
+)
+from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, Token, tokenize
+from proofgym.envs.verifiers.dafny_output import DafnyOutput, parse_output, primary_category
+from proofgym.envs.verifiers.dafny_server import DafnyServer, ServerDied, ServerTimeout
+from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
+
+__all__ = ["DafnyConfig", "DafnyVerifier", "dafny_available", "find_z3"]
+
+logger = logging.getLogger(__name__)
+
+#: The z3 that Dafny 2.3 was tested with; ``pip install z3-solver==4.8.5.0`` ships it as ``bin/z3``.
+PINNED_Z3 = "4.8.5"
+DAFNY_DIR = "/usr/lib/dafny"
+INSTALL_HINT = "install Dafny: apt-get install dafny z3 (then pip install z3-solver==4.8.5.0), or run `make setup`"
+
+_BODYLESS_WARNING_RE = re.compile(r"this (loop|forall statement) has no body")
+
+
+def find_z3(explicit: str = "") -> tuple[str, str]:
+    """``(path, version)`` of the z3 to pass with ``/z3exe:``: ``explicit``, ``$PROOFGYM_Z3``, the pinned
+    z3-solver's ``bin/z3`` in this environment, else the system's ``z3``.
+
+    Raises:
+        ProverNotFound: when no z3 is found.
+    """
+    candidates = [explicit, os.environ.get("PROOFGYM_Z3", ""),
+                  os.path.join(sysconfig.get_path("scripts"), "z3"), shutil.which("z3") or ""]
+    found = [os.path.realpath(p) for p in candidates if p and os.path.isfile(p) and os.access(p, os.X_OK)]
+    if not found:
+        raise ProverNotFound(f"z3 not found; {INSTALL_HINT}")
+    if explicit and found[0] == os.path.realpath(explicit):
+        return found[0], _z3_version(found[0])
+    pinned = next((p for p in found if _z3_version(p) == PINNED_Z3), None)  # prefer the pinned z3
+    path = pinned or found[0]
+    return path, _z3_version(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _z3_version(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.search(r"version (\S+)", out)
+    return m.group(1) if m else ""
+
+
+@functools.lru_cache(maxsize=4)
+def _dafny_version(mono: str, dafny_exe: str) -> str:
+    try:
+        out = subprocess.run([mono, dafny_exe, "/version"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.search(r"Dafny (\d+(?:\.\d+)+)", out)
+    return m.group(1) if m else ""
+
+
+def dafny_available(dafny_dir: str = DAFNY_DIR, mono: str = "mono") -> bool:
+    """Whether Dafny 2.3's ``Dafny.exe``/``DafnyServer.exe``, mono and a z3 are installed."""
+    if shutil.which(mono) is None:
+        return False
+    if not all(os.path.isfile(os.path.join(dafny_dir, f)) for f in ("Dafny.exe", "DafnyServer.exe")):
+        return False
+    try:
+        find_z3()
+    except ProverNotFound:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class DafnyConfig:
+    """Options of :class:`DafnyVerifier`."""
+
+    backend: str = "server"  # "server": warm DafnyServer; "cli": a fresh dafny per check (the naive way)
+    dafny_dir: str = DAFNY_DIR
+    mono: str = "mono"
+    z3: str = ""  # "" -> find_z3(): $PROOFGYM_Z3, the pinned z3-solver's bin/z3, the system z3
+    audit: str = "sample"  # "always" | "sample" | "never": re-check an OK with the CLI and the Boogie translation
+    audit_rate: float = 0.05
+    no_cheating: bool = True  # /noCheating:1: an assumption that slipped through is checked as an assertion
+    max_time_limit_s: int = 120  # cap on /timeLimit (seconds per implementation)
+    grace_s: float = 10.0  # the outer kill fires at the task's timeout plus this
+    restart_every: int = 200  # restart the server after this many checks (bounds its memory and CPU time)
+    filename: str = "program.dfy"
+    limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(
+        memory_bytes=8 * 1024**3, cpu_seconds=3600, max_processes=512))
+    use_bwrap: bool | None = None  # None: use bubblewrap when it works here
+    seed: int = 0
+
+
+@dataclass
+class _Run:
+    """One verification run's raw result (server or CLI)."""
+
+    output: DafnyOutput
+    backend: str
+    timed_out: bool = False
+    crashed: str = ""  # why the run produced no answer
+    returncode: int | None = 0
+    boogie: str = ""  # the CLI's /print output (Boogie translation), when asked for
+    cpu_s: float = 0.0
+
+
+class DafnyVerifier:
+    """Checks whole Dafny programs against a task's statement; see the module docstring.
+
+    Example:
+        >>> with DafnyVerifier() as v:  # doctest: +SKIP
+        ...     v.check(task, program).verdict
+        <Verdict.OK: 'OK'>
+    """
+
+    system = "dafny"
+
+    def __init__(self, config: DafnyConfig | None = None, **overrides: object) -> None:
+        cfg = config or DafnyConfig()
+        if overrides:
+            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
+        if cfg.backend not in ("server", "cli"):
+            raise ValueError(f"backend must be 'server' or 'cli', got {cfg.backend!r}")
+        if cfg.audit not in ("always", "sample", "never"):
+            raise ValueError(f"audit must be always, sample or never, got {cfg.audit!r}")
+        self.config = cfg
+        mono = shutil.which(cfg.mono)
+        if mono is None:
+            raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {INSTALL_HINT}")
+        self._mono = mono
+        self._dafny_exe = os.path.join(cfg.dafny_dir, "Dafny.exe")
+        self._server_exe = os.path.join(cfg.dafny_dir, "DafnyServer.exe")
+        for exe in (self._dafny_exe, self._server_exe):
+            if not os.path.isfile(exe):
+                raise ProverNotFound(f"{exe} not found; {INSTALL_HINT}")
+        self.z3, self.z3_version = find_z3(cfg.z3)
+        if self.z3_version != PINNED_Z3:
+            logger.warning("dafny: z3 %s at %s is not the pinned %s (pip install z3-solver==4.8.5.0); verdicts stay "
+                           "safe (every obligation is counted) but time outs may read as errors",
+                           self.z3_version or "of unknown version", self.z3, PINNED_Z3)
+        self.version = _dafny_version(self._mono, self._dafny_exe) or "2.3"
+        ro = [self.z3] if not self.z3.startswith(("/usr/", "/bin/", "/lib")) else []
+        if not cfg.dafny_dir.startswith("/usr/"):
+            ro.append(cfg.dafny_dir)
+        self.sandbox = Sandbox(cfg.limits, use_bwrap=cfg.use_bwrap, ro_binds=ro)
+        self._root = Path(tempfile.mkdtemp(prefix="proofgym-dafny-"))
+        self._server: DafnyServer | None = None
+        self._server_checks = 0
+        self._anchors: dict[str, Anchor] = {}
+        self._rng = random.Random(cfg.seed)
+        self._lock = threading.RLock()
+        self._closed = False
+        self.stats = {"checks": 0, "server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
+                      "server_fallbacks": 0, "outer_kills": 0}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> DafnyVerifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill the server (and everything it started) and remove temp dirs. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._server is not None:
+                self._server.kill()
+                self._server = None
+            shutil.rmtree(self._root, ignore_errors=True)
+
+    def __del__(self) -> None:  # last resort; close() is the contract
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- public API ---------------------------------------------------------------------------
+    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
+        """Check the whole program ``proof`` against ``task``.
+
+        Returns a :class:`CheckResult`; raises :class:`~proofgym.envs.errors.VerifierError` only
+        when the verifier itself breaks, and :class:`TaskFormatError` when the task is broken
+        (its context and statement do not resolve in Dafny).
+        """
+        if task.system != "dafny":
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not dafny")
+        start = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise VerifierCrashed("verifier is closed")
+            self.stats["checks"] += 1
+            result = self._check(task, proof, audit)
+        return replace(result, wall_s=time.monotonic() - start, prover_version=f"dafny {self.version}")
+
+    def symbols(self, program: str, timeout_s: float = 60.0) -> list[Symbol] | None:
+        """Dafny's declarations of ``program`` (``None`` if it does not parse or resolve)."""
+        with self._lock:
+            text = self._server_request("symbols", program, self._symbol_args(timeout_s), timeout_s)
+        symbols = parse_symbols(text)
+        if symbols is None or (not symbols and parse_output(text, filename=self.config.filename).errors):
+            return None
+        return symbols
+
+    def resolve(self, program: str, timeout_s: float = 60.0) -> DafnyOutput:
+        """Parse and resolve ``program`` without verifying it (a type check for spec skeletons)."""
+        with self._lock:
+            text = self._server_request("symbols", program, self._symbol_args(timeout_s), timeout_s)
+        return parse_output(text, filename=self.config.filename)
+
+    def verify_raw(self, program: str, timeout_s: float = 60.0) -> DafnyOutput:
+        """Verify ``program`` as it is (no integrity checks): for helper programs such as equivalence wrappers."""
+        with self._lock:
+            run = self._verify(program, timeout_s, boogie=False)
+        return run.output
+
+    def check_equivalence(self, task: Task, program: str, *, result: CheckResult | None = None) -> EquivalenceResult:
+        """Whether the verified ``program`` behaves like the task's reference (SkillForge's ER).
+
+        ``result`` is the program's :meth:`check` result when the caller already has it. See
+        :mod:`~proofgym.envs.verifiers.dafny_equiv` for the wrapper program that Dafny verifies.
+        """
+        result = result if result is not None else self.check(task, program)
+        if not result.ok:
+            return EquivalenceResult("unverified", (f"the program is {result.verdict.value}",))
+        with self._lock:
+            anchor = self._anchor(task)
+            text, names, notes = equivalence_program(task, anchor, program)
+            if not text:
+                if notes and all(LEMMA_NOTE in n for n in notes):
+                    return EquivalenceResult("equivalent", tuple(notes))  # proof irrelevance
+                return EquivalenceResult("not_applicable", tuple(notes))
+            run = self._verify(text, task.timeout_s, boogie=False)
+        out = run.output
+        done = {impl.rsplit(".", 1)[-1] for impl, outcome in out.outcomes if outcome == "verified"}
+        unproven = [n for n in names if sanitize(n) not in done]
+        if run.timed_out or out.errors or unproven:
+            why = [f"{n}: not proven equal to the reference" for n in unproven] or ["the wrapper did not verify"]
+            return EquivalenceResult("not_proven", tuple(why + notes),
+                                     tuple(d.render() for d in out.errors[:10]), text)
+        return EquivalenceResult("equivalent", tuple([f"{n}: proven equal to the reference" for n in names] + notes),
+                                 (), text)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _base_args(self, timeout_s: float, *, no_cheating: bool | None = None, server: bool = True) -> list[str]:
+        limit = max(1, min(self.config.max_time_limit_s, math.ceil(timeout_s)))
+        args = ["/compile:0", f"/z3exe:{self.z3}", f"/timeLimit:{limit}"]
+        if server:
+            # The server caches results by checksum across requests; the CLI has nothing to cache, and
+            # there /verifySnapshots:0 makes it look for snapshot files, verify nothing and exit 0.
+            args.insert(2, "/verifySnapshots:0")
+        if self.config.no_cheating if no_cheating is None else no_cheating:
+            args.append("/noCheating:1")
+        return args
+
+    def _symbol_args(self, timeout_s: float) -> list[str]:
+        # Without /noCheating: under it Dafny refuses a bodyless method with an ensures clause as an
+        # error, and a statement (all headers) would not resolve, nor would a cheat be named as one.
+        return self._base_args(timeout_s, no_cheating=False)
+
+    def _anchor(self, task: Task) -> Anchor:
+        key = hashlib.sha256(f"{task.context}\0{task.statement}".encode()).hexdigest()
+        anchor = self._anchors.get(key)
+        if anchor is None:
+            program = task.context + "\n" + task.statement if task.context else task.statement
+            try:
+                tokenize(program)
+            except DafnyLexError as exc:
+                raise TaskFormatError(f"task {task.id}: context/statement do not lex: {exc}") from None
+            text = self._server_request("symbols", program, self._symbol_args(60), 120)
+            symbols = parse_symbols(text)
+            out = parse_output(text, filename=self.config.filename)
+            if symbols is None or out.errors:
+                detail = "; ".join(d.render() for d in out.errors[:3]) or "no symbols"
+                raise TaskFormatError(f"task {task.id}: its context + statement do not resolve in Dafny: {detail}")
+            anchor = build_anchor(task.context, task.statement, symbols)
+            if not anchor.targets and not anchor.verbatim:
+                raise TaskFormatError(f"task {task.id}: the statement declares nothing to implement")
+            if len(self._anchors) > 4096:
+                self._anchors.clear()
+            self._anchors[key] = anchor
+        return anchor
+
+    def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        try:
+            program = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)
+        except InvalidSubmission as exc:
+            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",),
+                               error_category=ErrorCategory.PARSE_ERROR, backend="precheck")
+        try:
+            tokens = tokenize(program)
+        except DafnyLexError as exc:
+            return CheckResult(Verdict.ERROR, (f"does not lex: {exc}",), error_category=ErrorCategory.PARSE_ERROR,
+                               backend="precheck")
+        anchor = self._anchor(task)
+        trusted, missing = trusted_ranges(anchor, tokens)
+        reasons = [f"context declaration '{m} ...' is missing or changed (it must be kept verbatim)"
+                   for m in missing]
+        reasons += banned_constructs(tokens, trusted, allowed_attributes=anchor.task_attributes)
+        if reasons:
+            return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
+                               backend="precheck")
+        # /noCheating:1 turns every assumption into an assertion: right for the submission, wrong for a
+        # context that declares its own trusted facts (a bodyless function with a contract, an axiom).
+        no_cheating = self.config.no_cheating and not anchor.trusted_assumptions
+        run = self._verify(program, task.timeout_s, boogie=self.config.backend == "cli", no_cheating=no_cheating)
+        result = self._judge(task, program, tokens, anchor, trusted, run)
+        if result.verdict is Verdict.OK and run.backend == "server":
+            do_audit = audit if audit is not None else (
+                self.config.audit == "always"
+                or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate))
+            if do_audit:
+                self.stats["audits"] += 1
+                cli = self._cli(program, task.timeout_s, boogie=True, no_cheating=no_cheating)
+                audited = self._judge(task, program, tokens, anchor, trusted, cli)
+                if audited.verdict is not Verdict.OK:
+                    return replace(audited, reasons=("audit: the CLI disagrees with the server",
+                                                      *audited.reasons), audited=True)
+                return replace(result, audited=True)
+        return result
+
+    def _judge(self, task: Task, program: str, tokens: list[Token], anchor: Anchor,
+               trusted: list[tuple[int, int]], run: _Run) -> CheckResult:
+        """The verdict of one run: errors, Dafny's view of bodies and specs, the implementation count."""
+        out = run.output
+        messages = tuple(d.render() for d in out.diagnostics if d.level != "warning"
+                         or _BODYLESS_WARNING_RE.search(d.message))[:50]
+        backend = run.backend
+        if run.timed_out:
+            return CheckResult(Verdict.TIMEOUT, (f"ran past the {task.timeout_s:g} s deadline (killed)",), messages,
+                               error_category=ErrorCategory.TIMEOUT, backend=backend, cpu_s=run.cpu_s)
+        if run.crashed:
+            category = primary_category(out.diagnostics)
+            return CheckResult(Verdict.FAIL, (f"Dafny crashed on this program: {run.crashed}",), messages,
+                               error_category=category if category is not ErrorCategory.NONE
+                               else ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
+        errors = out.errors
+        category = primary_category(out.diagnostics)
+        # Dafny's view of the declarations (bodies, targets, kept members), read without /noCheating so
+        # that a bodyless cheat is named as one rather than reported as an error.
+        symbols = self._server_symbols(program, task.timeout_s)
+        if symbols is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
+                errors and not out.outcomes):
+            reasons = check_anchoring(anchor, tokens, symbols, trusted) if symbols else []
+            trusted_lines = _trusted_lines(tokens, trusted)
+            # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
+            reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
+                        for d in errors if "must have a body" in d.message and d.line not in trusted_lines]
+            if reasons:
+                return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
+                                   backend=backend, cpu_s=run.cpu_s)
+            if category is ErrorCategory.NONE:
+                category = ErrorCategory.UNKNOWN
+            return CheckResult(Verdict.ERROR, (f"{len(errors)} {category.value} diagnostic(s): the program does "
+                                               f"not {'parse' if category is ErrorCategory.PARSE_ERROR else 'resolve'}",),
+                               messages, error_category=category, backend=backend, cpu_s=run.cpu_s)
+        reasons = check_anchoring(anchor, tokens, symbols, trusted)
+        trusted_lines = _trusted_lines(tokens, trusted)
+        for d in out.warnings:
+            if _BODYLESS_WARNING_RE.search(d.message) and d.line not in trusted_lines:
+                reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
+                               f"is an assumption")
+        if run.boogie:
+            reasons += _boogie_bodyless(run.boogie, anchor, symbols, trusted_lines, tokens)
+        if reasons:
+            return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
+                               backend=backend, cpu_s=run.cpu_s)
+        timeouts = [d for d in errors if d.level in ("timeout", "resource")]
+        bad_outcomes = [(i, o) for i, o in out.outcomes if o != "verified"]
+        if errors or bad_outcomes:
+            if timeouts and len(timeouts) == len(errors):
+                return CheckResult(Verdict.TIMEOUT, tuple(f"{i}: {o}" for i, o in bad_outcomes)
+                                   or ("verification timed out",), messages, error_category=ErrorCategory.TIMEOUT,
+                                   backend=backend, cpu_s=run.cpu_s)
+            return CheckResult(Verdict.FAIL, (f"{len(errors)} verification error(s)",) + tuple(
+                f"{i}: {o}" for i, o in bad_outcomes[:5]), messages,
+                error_category=category if category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN,
+                backend=backend, cpu_s=run.cpu_s)
+        # No error: an OK needs every obligation accounted for.
+        problems: list[str] = []
+        if out.prover_errors:
+            problems.append(f"prover error: {out.prover_errors[0][:120]}")
+        if out.trace_anomalies:
+            problems.append(f"unreadable trace: {out.trace_anomalies[0]}")
+        verified = out.verified_implementations()
+        if not verified:
+            problems.append("nothing was verified (0 implementations)")
+        iterator_classes = [s.name for s in symbols if s.kind == "Class"]
+        drops = pair_implementations(verified, expected_implementations(tokens, symbols), iterator_classes)
+        if run.backend == "cli":
+            s = out.summary
+            if run.returncode != 0:
+                problems.append(f"dafny exited with {run.returncode}")
+            if out.summary_lines != 1 or s is None:
+                problems.append("no exact 'N verified, 0 errors' summary")
+            else:
+                if s.errors or s.time_outs or s.inconclusive or s.out_of_memory or s.out_of_resource:
+                    problems.append("the summary reports errors, time outs or out of resource")
+                if s.verified < 1:
+                    problems.append("the summary reports 0 verified")
+                if s.verified != len(out.outcomes):
+                    drops.append(f"the summary counts {s.verified} verified but the trace has "
+                                 f"{len(out.outcomes)} implementations")
+            if run.boogie:
+                impls = _boogie_implementations(run.boogie)
+                if len(impls) != (s.verified if s else -1):
+                    drops.append(f"Boogie has {len(impls)} implementations but {s.verified if s else 0} verified")
+                outcome = dict(out.outcomes)
+                drops += [f"{i} was not verified" for i in impls if outcome.get(i) != "verified"]
+            raw = "\n".join(d.message for d in out.diagnostics)
+            if "time out" in raw or "out of resource" in raw:
+                problems.append("a time out or out of resource was reported")
+        if drops:
+            return CheckResult(Verdict.CHEATING, tuple(drops), messages, error_category=ErrorCategory.CHEATING,
+                               backend=backend, cpu_s=run.cpu_s)
+        if problems:
+            return CheckResult(Verdict.FAIL, tuple(problems), messages, error_category=ErrorCategory.UNKNOWN,
+                               backend=backend, cpu_s=run.cpu_s)
+        return CheckResult(Verdict.OK, (), messages, backend=backend, cpu_s=run.cpu_s)
+
+    # -- running Dafny ------------------------------------------------------------------------
+    def _verify(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
+        if self.config.backend == "cli":
+            return self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
+        cpu_before = self._server.cpu_s if self._server is not None else 0.0
+        try:
+            text = self._server_request("verify", program, self._base_args(timeout_s, no_cheating=no_cheating),
+                                        timeout_s + self.config.grace_s, fatal_ok=True)
+        except ServerTimeout:
+            self.stats["outer_kills"] += 1
+            return _Run(DafnyOutput(), "server", timed_out=True)
+        except ServerDied:
+            # The program made Dafny (or z3) crash: a fresh process gives the verdict.
+            self.stats["server_fallbacks"] += 1
+            return self._cli(program, timeout_s, boogie=True, no_cheating=no_cheating)
+        self._server_checks += 1
+        server = self._server
+        cpu = max(0.0, server.cpu_s - cpu_before) if server is not None else 0.0  # cgroup accounting: mono + z3
+        return _Run(parse_output(text, filename=self.config.filename), "server", cpu_s=cpu)
+
+    def _server_symbols(self, program: str, timeout_s: float) -> list[Symbol] | None:
+        try:
+            text = self._server_request("symbols", program, self._symbol_args(timeout_s),
+                                        timeout_s + self.config.grace_s, fatal_ok=True)
+        except (ServerTimeout, ServerDied):
+            return None
+        symbols = parse_symbols(text)
+        if symbols is not None and not symbols and parse_output(text, filename=self.config.filename).errors:
+            return None  # it does not parse or resolve
+        return symbols
+
+    def _server_request(self, verb: str, program: str, args: list[str], timeout_s: float,
+                        *, fatal_ok: bool = False) -> str:
+        """One request to the warm server (started, or restarted, as needed)."""
+        server = self._server
+        if server is not None and (not server.alive() or self._server_checks >= self.config.restart_every
+                                   or server.cpu_s > 0.8 * self.config.limits.cpu_seconds):
+            server.kill()
+            server = self._server = None
+        if server is None:
+            workdir = Path(tempfile.mkdtemp(prefix="server", dir=self._root))
+            server = DafnyServer(self.sandbox, workdir, mono=self._mono, server_exe=self._server_exe)
+            self._server = server
+            self._server_checks = 0
+            self.stats["server_starts"] += 1
+        self.stats["server_requests"] += 1
+        try:
+            return server.request(verb, program, args=args, timeout_s=timeout_s, filename=self.config.filename).text
+        except (ServerTimeout, ServerDied):
+            self._server = None
+            if not fatal_ok:
+                raise VerifierCrashed(f"DafnyServer failed on a '{verb}' request") from None
+            raise
+
+    def _cli(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
+        """A fresh ``dafny`` process (sandboxed) with ``/trace`` and, when asked, ``/print``."""
+        self.stats["cli_runs"] += 1
+        workdir = Path(tempfile.mkdtemp(prefix="cli", dir=self._root))
+        try:
+            source = workdir / self.config.filename
+            source.write_text(program, encoding="utf-8")
+            args = [self._mono, self._dafny_exe, *self._base_args(timeout_s, server=False, no_cheating=no_cheating),
+                    "/trace"]
+            if boogie:
+                args.append(f"/print:{workdir / 'boogie.bpl'}")
+            args.append(self.config.filename)
+            run = self.sandbox.run(args, workdir=workdir, timeout_s=timeout_s + self.config.grace_s)
+            if run.timed_out:
+                self.stats["outer_kills"] += 1
+                return _Run(DafnyOutput(), "cli", timed_out=True, returncode=None, cpu_s=run.cpu_s)
+            text = run.stdout + "\n" + run.stderr
+            out = parse_output(text, filename=self.config.filename)
+            crashed = ""
+            if out.fatal or "FATAL UNHANDLED EXCEPTION" in text or (run.returncode not in (0, 2, 3, 4)):
+                crashed = f"exit {run.returncode}" + (" (unhandled exception)" if "UNHANDLED" in text else "")
+            bpl = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                            for p in sorted(workdir.glob("*.bpl"))) if boogie else ""
+            return _Run(out, "cli", crashed=crashed, returncode=run.returncode, boogie=bpl, cpu_s=run.cpu_s)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _trusted_lines(tokens: list[Token], trusted: list[tuple[int, int]]) -> set[int]:
+    lines: set[int] = set()
+    for a, b in trusted:
+        if a < b:
+            lines.update(range(tokens[a].line, tokens[b - 1].line + 1))
+    return lines
+
+
+_IMPL_RE = re.compile(r"^implementation\s+((?:\{[^}]*\}\s*)*)([^\s(]+)\s*\(", re.M)
+
+
+def _boogie_implementations(bpl: str) -> list[str]:
+    """Implementations in Dafny's Boogie translation (what Boogie must verify)."""
+    return [m.group(2) for m in _IMPL_RE.finditer(bpl)]
+
+
+def _boogie_bodyless(bpl: str, anchor: Anchor, symbols: list[Symbol], trusted_lines: set[int],
+                     tokens: list[Token]) -> list[str]:
+    """Bodyless methods and functions, and implementations with verification turned off, in Boogie's view."""
+    reasons = []
+    for m in _IMPL_RE.finditer(bpl):
+        if re.search(r"\{:verify\s+false\s*\}", m.group(1)):
+            reasons.append(f"Boogie: verification is turned off for {m.group(2)}")
+    allowed = {sanitize(n) for _, _, n in anchor.allowed_bodyless}
+    trusted_names = set()
+    for s in symbols:
+        if s.line in trusted_lines:
+            trusted_names.add(sanitize(s.name))
+    impls = {i[len("Impl$$"):] for i in _boogie_implementations(bpl) if i.startswith("Impl$$")}
+    iterators = {i for i in impls if i.count(".") == 1}
+    functions = {sanitize(d.rsplit(".", 1)[-1]) for d in re.findall(r"^// function declaration for (\S+)$", bpl, re.M)}
+    for name in re.findall(r"^procedure\s+(?:\{[^}]*\}\s*)*Call\$\$([^\s(]+)\s*\(", bpl, re.M):
+        last = name.rsplit(".", 1)[-1]
+        parent = name.rsplit(".", 1)[0]
+        if name in impls or f"{name}_h" in impls or last in allowed or last in trusted_names:
+            continue
+        if parent in iterators and last in ("__ctor", "MoveNext"):
+            continue
+        if last.startswith("reveal__") and last[len("reveal__"):] in functions:
+            continue  # the reveal lemma Dafny generates for an {:opaque} function (its fuel axiom, no body)
+        reasons.append(f"Boogie: {name} has no implementation (no body)")
+    declared = re.findall(r"^// function declaration for (\S+)$", bpl, re.M)
+    defined = {d.split("(")[0].rsplit(".", 1)[-1] for d in re.findall(r"^// definition axiom for (\S+)", bpl, re.M)}
+    for name in declared:
+        parent, _, raw_last = name.rpartition(".")
+        last = sanitize(raw_last)
+        if last in defined or last in allowed or last in trusted_names:
+            continue
+        if parent in iterators or parent.replace("._", ".__") in iterators:
+            continue  # the Valid() predicate Dafny synthesises for an iterator
+        reasons.append(f"Boogie: function {name} has no definition (no body)")
+    return reasons

@@ -1,0 +1,719 @@
+"""Integrity of a Dafny submission: specification anchoring and the cheats Dafny does not report.
+
+A task's ``statement`` holds the headers (signature + ``requires``/``ensures``/``modifies``/
+``reads``) of what the submission must implement; its ``context`` holds code the submission
+must keep. The submission is the whole program. Rules, and where each one is decided:
+
+* **Banned constructs** (text, by tokens, outside the kept context): ``assume``, attributes not
+  on :data:`ALLOWED_ATTRIBUTES` (``{:verify false}``, ``{ :verify false }``, ``{:axiom}``,
+  ``{:extern}``, ``{:rlimit N}``, ``{:timeLimit N}``...) unless the task itself uses them,
+  ``include``, and multi-line verbatim strings (Dafny echoes program text in tooltips; a raw newline there could
+  forge a trace line).
+* **What has a body** comes from Dafny: the DafnyServer ``symbols`` answer gives every method,
+  lemma, constructor, function and predicate (nested in classes, traits, modules) with the end
+  of its body, or none. A bodyless declaration outside the kept context is CHEATING.
+* **Anchoring**: each statement declaration must exist in the submission, same module, class and
+  name, same kind, and its header must be unchanged token for token (whitespace, comments and
+  attributes aside; clauses in any order; extra ``ensures`` and changed ``decreases`` are allowed:
+  they only make the contract stronger or re-prove termination), and no ``decreases *`` in it. For methods and lemmas, Dafny's own printed
+  ``requires``/``ensures`` lists are compared too. Functions with bodies in the statement, and
+  every top-level declaration of the context, must appear verbatim.
+* **What verified** (see :func:`expected_implementations`): every implementation in the trace
+  must be ``verified``, and the verified ``Impl$$`` implementations must pair one-to-one with the
+  declarations that have bodies -- the ``{:rlimit}`` trap drops an obligation silently, and only
+  the count shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from proofgym.envs.verifiers.dafny_lexer import (
+    CLAUSE_KEYWORDS,
+    Token,
+    attribute_spans,
+    matching_open,
+    tokenize,
+)
+
+__all__ = [
+    "ALLOWED_ATTRIBUTES",
+    "Anchor",
+    "DeclView",
+    "Symbol",
+    "banned_constructs",
+    "build_anchor",
+    "check_anchoring",
+    "declaration_views",
+    "expected_implementations",
+    "parse_symbols",
+]
+
+#: Attributes that cannot turn a check off or weaken a contract (triggers, induction, fuel, opacity...).
+ALLOWED_ATTRIBUTES = frozenset({
+    "trigger", "induction", "opaque", "fuel", "autotriggers", "nowarn", "tailrecursion", "abstemious",
+    "nativeType", "compile", "split_here", "inductionTrigger", "matchingloop", "warnShadowing",
+})
+
+#: Why the attributes that are known to be dangerous are refused (others: "not on the allow-list").
+_ATTRIBUTE_REASONS = {
+    "verify": "turns verification off",
+    "axiom": "declares an unproved axiom",
+    "extern": "declares an unverified external body",
+    "imported": "marks a declaration as trusted",
+    "rlimit": "sets a resource limit (z3 drops the obligation: the {:rlimit} trap)",
+    "timeLimit": "changes the time limit",
+    "timeLimitMultiplier": "changes the time limit",
+    "autoReq": "generates preconditions (weakens the contract)",
+    "autocontracts": "rewrites contracts",
+    "focus": "verifies only part of the paths",
+    "selective_checking": "assumes unchecked assertions",
+    "start_checking_here": "assumes earlier assertions",
+    "error": "rewrites verifier messages",
+    "print": "has effects outside verification",
+    "vcs_split_on_every_assert": "changes the verifier's options",
+    "prover": "changes the verifier's options",
+}
+
+#: Words that may precede a declaration's name (its kind and modifiers).
+KIND_WORDS = frozenset({
+    "method", "lemma", "function", "predicate", "constructor", "ghost", "static", "protected", "inductive",
+    "copredicate", "colemma", "twostate", "least", "greatest", "abstract",
+})
+
+#: Tokens that end a bodyless header: the next declaration starts (``var`` is handled apart).
+_STOP_WORDS = frozenset({
+    "method", "lemma", "function", "predicate", "constructor", "class", "trait", "datatype", "codatatype",
+    "type", "newtype", "const", "module", "import", "iterator", "inductive", "copredicate", "colemma",
+    "twostate", "ghost", "static", "protected", "include", "least", "greatest", "abstract",
+})
+_DECL_START = _STOP_WORDS | {"var"}
+_MODIFIERS = frozenset({"ghost", "static", "protected", "abstract", "inductive", "twostate", "least", "greatest",
+                        "function", "predicate", "import"})
+_EXPR_BEFORE_VAR = frozenset({"(", "[", ",", ":=", ";", "==>", "<==", "<==>", "&&", "||", "==", "!=", "then",
+                              "else", "=>", "!", "in", "::", "|"}) | CLAUSE_KEYWORDS
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One entry of DafnyServer's ``symbols`` answer (Dafny's own view of the program)."""
+
+    kind: str  # Method (also lemmas, constructors), Function, Predicate, Class, Field, ...
+    module: str
+    parent: str
+    name: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    requires: tuple[str, ...] | None = None
+    ensures: tuple[str, ...] | None = None
+
+    @property
+    def has_body(self) -> bool:
+        return self.end_line > 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.module, self.parent, self.name)
+
+    @property
+    def label(self) -> str:
+        where = "" if self.parent in ("_default", "") else f"{self.parent}."
+        where = ("" if self.module in ("_module", "") else f"{self.module}.") + where
+        return where + ("constructor" if self.name == "_ctor" else self.name)
+
+
+MEMBER_KINDS = ("Method", "Function", "Predicate")
+
+
+def parse_symbols(text: str) -> list[Symbol] | None:
+    """The symbols in a ``symbols`` answer; ``None`` when there is no ``SYMBOLS_START`` block."""
+    m = re.search(r"SYMBOLS_START (.*?) SYMBOLS_END", text, re.S)
+    if not m:
+        return None
+    try:
+        raw = json.loads(m.group(1))
+    except json.JSONDecodeError:
+        return None
+    out = []
+    for d in raw:
+        if not isinstance(d, dict) or d.get("SymbolType") in (None, "Call", "Definition"):
+            continue
+        out.append(Symbol(
+            kind=str(d.get("SymbolType")), module=str(d.get("Module") or ""), parent=str(d.get("ParentClass") or ""),
+            name=str(d.get("Name") or ""), line=int(d.get("Line") or 0), col=int(d.get("Column") or 0),
+            end_line=int(d.get("EndLine") or 0), end_col=int(d.get("EndColumn") or 0),
+            requires=tuple(d["Requires"]) if isinstance(d.get("Requires"), list) else None,
+            ensures=tuple(d["Ensures"]) if isinstance(d.get("Ensures"), list) else None,
+        ))
+    return out
+
+
+# -- declarations as token spans ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeclView:
+    """A declaration located in the token list from its symbol."""
+
+    symbol: Symbol
+    start: int  # first token (kind word or modifier)
+    name_index: int
+    kind_words: tuple[str, ...]
+    header: tuple[Token, ...]  # after the name, up to the body (or the end of a bodyless header)
+    body_open: int | None
+    body_close: int | None
+    offsets: tuple[int, int] = (0, 0)  # character span of the whole declaration in the source
+    body_offsets: tuple[int, int] | None = None  # character offsets of the body's "{" and "}"
+
+    @property
+    def end(self) -> int:
+        """One past the last token of the declaration."""
+        if self.body_close is not None:
+            return self.body_close + 1
+        return self.name_index + 1 + len(self.header)
+
+
+class _Index:
+    """Token lookups by Dafny's (line, column) positions."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.at = {(t.line, t.col): k for k, t in enumerate(tokens)}
+        self.attr_open: dict[int, int] = {}
+        self.attr_close: dict[int, int] = {}
+        for _, a, b in attribute_spans(tokens):
+            self.attr_open[a] = b
+            self.attr_close[b] = a
+
+
+def locate(index: _Index, sym: Symbol, symbols: Sequence[Symbol]) -> DeclView | None:
+    """Where ``sym`` is in the tokens; ``None`` for declarations Dafny synthesised (iterators' members)."""
+    tokens = index.tokens
+    k = index.at.get((sym.line, sym.col))
+    if k is None:
+        return None
+    text = tokens[k].text
+    if sym.name == "_ctor":
+        if text != "constructor":
+            return None
+        kind_end = k + 1
+    elif text == sym.name:
+        kind_end = k
+    else:
+        return None
+    # Walk back over modifiers, kind words and attributes.
+    start = kind_end if sym.name != "_ctor" else k
+    j = start - 1
+    words: list[str] = ["constructor"] if sym.name == "_ctor" else []
+    while j >= 0:
+        if j in index.attr_close:
+            j = index.attr_close[j] - 1
+            continue
+        if tokens[j].kind == "ident" and tokens[j].text in KIND_WORDS:
+            words.insert(0, tokens[j].text)
+            start = j
+            j -= 1
+            continue
+        break
+    name_index = k
+    body_open = body_close = None
+    if sym.has_body:
+        close = index.at.get((sym.end_line, sym.end_col))
+        if close is not None and tokens[close].text == "}":
+            opened = matching_open(tokens, close)
+            if opened > name_index:
+                body_open, body_close = opened, close
+    if body_open is not None:
+        header = tokens[name_index + 1: body_open]
+    else:
+        header = tokens[name_index + 1: _header_end(index, name_index + 1, sym, symbols)]
+    last = body_close if body_close is not None else name_index + len(header)
+    body_offsets = (tokens[body_open].start, tokens[body_close].start) if body_open is not None else None
+    return DeclView(sym, start, name_index, tuple(words), tuple(header), body_open, body_close,
+                    (tokens[start].start, tokens[last].end), body_offsets)
+
+
+def _header_end(index: _Index, begin: int, sym: Symbol, symbols: Sequence[Symbol]) -> int:
+    """End of a bodyless header: the next declaration at the same level, a closing brace, or EOF."""
+    tokens = index.tokens
+    limit = len(tokens)
+    # Never past the next symbol Dafny knows of (fields, members, classes).
+    for other in symbols:
+        k = index.at.get((other.line, other.col))
+        if k is not None and k >= begin and other is not sym:
+            limit = min(limit, _walk_back_modifiers(index, k))
+    depth = 0
+    j = begin
+    while j < limit:
+        t = tokens[j]
+        if j in index.attr_open:
+            j = index.attr_open[j] + 1
+            continue
+        if t.text in ("(", "[", "{"):
+            depth += 1
+        elif t.text in (")", "]", "}"):
+            if depth == 0:
+                return j
+            depth -= 1
+        elif depth == 0 and t.kind == "ident":
+            if t.text in _STOP_WORDS:
+                return j
+            if t.text == "var" and j > begin and tokens[j - 1].text not in _EXPR_BEFORE_VAR:
+                return j
+        j += 1
+    return limit
+
+
+def _walk_back_modifiers(index: _Index, k: int) -> int:
+    tokens = index.tokens
+    j = k - 1
+    start = k
+    while j >= 0:
+        if j in index.attr_close:
+            j = index.attr_close[j] - 1
+            continue
+        if tokens[j].kind == "ident" and tokens[j].text in KIND_WORDS | {"var", "const"}:
+            start = j
+            j -= 1
+            continue
+        break
+    return start
+
+
+def _strip_attributes(tokens: Sequence[Token]) -> list[str]:
+    out: list[str] = []
+    j = 0
+    while j < len(tokens):
+        if tokens[j].text == "{" and j + 1 < len(tokens) and tokens[j + 1].text == ":":
+            depth = 0
+            while j < len(tokens):
+                if tokens[j].text == "{":
+                    depth += 1
+                elif tokens[j].text == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            j += 1
+            continue
+        out.append(tokens[j].text)
+        j += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Header:
+    """A header cut into its signature and its clauses (attributes removed)."""
+
+    signature: tuple[str, ...]
+    requires: tuple[tuple[str, ...], ...] = ()
+    ensures: tuple[tuple[str, ...], ...] = ()
+    modifies: tuple[tuple[str, ...], ...] = ()
+    reads: tuple[tuple[str, ...], ...] = ()
+    decreases: tuple[tuple[str, ...], ...] = ()
+
+
+def split_header(tokens: Sequence[Token]) -> Header:
+    words = _strip_attributes(tokens)
+    depth = 0
+    parts: list[tuple[str, list[str]]] = [("sig", [])]
+    for w in words:
+        if w in ("(", "[", "{"):
+            depth += 1
+        elif w in (")", "]", "}"):
+            depth -= 1
+        if depth == 0 and w in CLAUSE_KEYWORDS:
+            parts.append((w, []))
+            continue
+        parts[-1][1].append(w)
+    grouped: dict[str, list[tuple[str, ...]]] = {k: [] for k in CLAUSE_KEYWORDS}
+    for kind, ws in parts[1:]:
+        while ws and ws[-1] == ";":
+            ws = ws[:-1]
+        grouped[kind].append(tuple(ws))
+    return Header(tuple(parts[0][1]), tuple(grouped["requires"]), tuple(grouped["ensures"]),
+                  tuple(grouped["modifies"]), tuple(grouped["reads"]), tuple(grouped["decreases"]))
+
+
+# -- top-level declarations (context, kept statement parts) ------------------------------------
+
+
+def top_level_decls(tokens: Sequence[Token]) -> list[tuple[int, int]]:
+    """``(start, end)`` token ranges of the top-level declarations (modifiers belong to theirs)."""
+    starts: list[int] = []
+    depth = 0
+    continues = False  # the previous top-level token was a modifier (``ghost``, ``function`` of ``function method``)
+    for k, t in enumerate(tokens):
+        at_top = depth == 0
+        if t.text == "{":
+            depth += 1
+        elif t.text == "}":
+            depth -= 1
+        if not at_top:
+            continue
+        if t.kind == "ident" and t.text in _DECL_START and t.text != "var":
+            if not continues:
+                starts.append(k)
+            continues = t.text in _MODIFIERS
+        else:
+            continues = False
+    if not starts and tokens:
+        starts = [0]
+    elif starts and starts[0] != 0:
+        starts[0] = 0  # stray tokens before the first declaration go with it
+    return [(a, starts[i + 1] if i + 1 < len(starts) else len(tokens)) for i, a in enumerate(starts)]
+
+
+def _depth_zero_positions(tokens: Sequence[Token]) -> list[bool]:
+    out = []
+    depth = 0
+    for t in tokens:
+        out.append(depth == 0)
+        if t.text == "{":
+            depth += 1
+        elif t.text == "}":
+            depth -= 1
+    return out
+
+
+def find_verbatim(needle: Sequence[str], tokens: Sequence[Token], top: Sequence[bool], taken: set[int]) -> int:
+    """Start of ``needle`` as a top-level token run in ``tokens`` (not overlapping ``taken``), or -1."""
+    n = len(needle)
+    if n == 0:
+        return -1
+    texts = [t.text for t in tokens]
+    first = needle[0]
+    for k in range(len(texts) - n + 1):
+        if texts[k] != first or not top[k] or k in taken:
+            continue
+        if texts[k:k + n] == list(needle) and not any(j in taken for j in range(k, k + n)):
+            return k
+    return -1
+
+
+# -- the anchor (what a task pins down) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A statement declaration the submission must implement with an unchanged header."""
+
+    symbol: Symbol
+    kind_words: tuple[str, ...]
+    header: Header
+    header_text: str
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Everything a task pins down, computed once per task from Dafny's view of context + statement."""
+
+    targets: tuple[Target, ...]
+    verbatim: tuple[tuple[str, tuple[str, ...]], ...]  # (label, token texts) that must appear at top level
+    member_verbatim: tuple[tuple[Symbol, tuple[str, ...]], ...]  # class members that must be unchanged
+    allowed_bodyless: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)
+    allow_decreases_star: bool = False
+    trusted_assumptions: bool = False  # the context itself has assumptions (bodyless contracts, assume, axioms)
+    declared: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # keys the task declares
+    task_attributes: frozenset[str] = field(default_factory=frozenset)  # attributes the task itself uses
+
+
+def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
+    """The anchor of a task. ``symbols`` are Dafny's for ``context + "\\n" + statement``."""
+    program = context + "\n" + statement if context else statement
+    offset_lines = context.count("\n") + 1 if context else 0
+    tokens = tokenize(program)
+    index = _Index(tokens)
+    ctx_tokens = tokenize(context) if context else []
+    verbatim: list[tuple[str, tuple[str, ...]]] = []
+    for a, b in top_level_decls(ctx_tokens):
+        verbatim.append((" ".join(t.text for t in ctx_tokens[a:min(b, a + 4)]), tuple(t.text for t in ctx_tokens[a:b])))
+    targets: list[Target] = []
+    member_verbatim: list[tuple[Symbol, tuple[str, ...]]] = []
+    allowed_bodyless: set[tuple[str, str, str]] = set()
+    stmt_first_line = offset_lines + 1
+    located: dict[tuple[str, str, str], DeclView] = {}
+    for sym in symbols:
+        if sym.kind not in MEMBER_KINDS + ("Field",):
+            continue
+        view = locate(index, sym, symbols) if sym.kind != "Field" else None
+        if sym.line < stmt_first_line:
+            if sym.kind in MEMBER_KINDS and not sym.has_body and view is not None:
+                allowed_bodyless.add(sym.key)  # the context itself declares it without a body
+            continue
+        if sym.kind == "Field":
+            k = index.at.get((sym.line, sym.col))
+            if k is None:
+                continue
+            start = _walk_back_modifiers(index, k)
+            end = _header_end(index, k + 1, sym, symbols)
+            member_verbatim.append((sym, tuple(_strip_attributes(tokens[start:end]))))
+            continue
+        if view is None:
+            continue
+        located[sym.key] = view
+        if sym.kind == "Method" or not sym.has_body:
+            header_tokens = view.header
+            targets.append(Target(sym, view.kind_words, split_header(header_tokens),
+                                  program[tokens[view.start].start: header_tokens[-1].end if header_tokens
+                                          else tokens[view.name_index].end]))
+        elif sym.parent not in ("_default", ""):
+            member_verbatim.append((sym, tuple(_strip_attributes(tokens[view.start:view.end]))))
+    # Top-level statement declarations that Dafny reports no symbol for (datatypes, types) or that
+    # are functions with bodies: kept verbatim.
+    stmt_start = next((k for k, t in enumerate(tokens) if t.line >= stmt_first_line), len(tokens))
+    stmt_tokens = tokens[stmt_start:]
+    covered: set[int] = set()
+    for view in located.values():
+        covered.update(range(view.start - stmt_start, view.end - stmt_start))
+    for a, b in top_level_decls(stmt_tokens):
+        first = next((t.text for t in stmt_tokens[a:b] if t.text not in _MODIFIERS), "")
+        if first in ("class", "trait", "module", "iterator"):
+            continue
+        if set(range(a, b)) & covered:
+            view = next((v for v in located.values() if v.start - stmt_start == a), None)
+            if view is None or view.symbol.kind == "Method" or not view.symbol.has_body:
+                continue
+        verbatim.append((" ".join(t.text for t in stmt_tokens[a:min(b, a + 4)]),
+                         tuple(t.text for t in stmt_tokens[a:b])))
+    star = any(t.text == "decreases" and k + 1 < len(tokens) and tokens[k + 1].text == "*"
+               for k, t in enumerate(tokens))
+    assumes = bool(allowed_bodyless) or any(t.text == "assume" for t in ctx_tokens) or any(
+        name not in ALLOWED_ATTRIBUTES for name, _, _ in attribute_spans(ctx_tokens))
+    declared = frozenset(sym.key for sym in symbols if sym.kind in MEMBER_KINDS + ("Field",)
+                         and locate(index, sym, symbols) is not None or sym.kind == "Field")
+    task_attributes = frozenset(name for name, _, _ in attribute_spans(tokens))
+    return Anchor(tuple(targets), tuple(verbatim), tuple(member_verbatim), frozenset(allowed_bodyless), star,
+                  assumes, declared, task_attributes)
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def trusted_ranges(anchor: Anchor, tokens: Sequence[Token]) -> tuple[list[tuple[int, int]], list[str]]:
+    """Token ranges of the submission that are the anchor's verbatim declarations, and what is missing."""
+    top = _depth_zero_positions(tokens)
+    taken: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    missing: list[str] = []
+    for label, needle in anchor.verbatim:
+        k = find_verbatim(needle, tokens, top, taken)
+        if k == -1:
+            missing.append(label)
+            continue
+        ranges.append((k, k + len(needle)))
+        taken.update(range(k, k + len(needle)))
+    return ranges, missing
+
+
+def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]] = (),
+                      *, allowed_attributes: Iterable[str] = ()) -> list[str]:
+    """Cheats visible in the text, outside ``trusted`` token ranges. One reason per finding.
+
+    ``decreases *`` is judged per declaration by :func:`check_anchoring` (it is a cheat where
+    termination is required: in a target; a helper method that may not terminate cannot be called
+    from a target without ``decreases *``, which Dafny refuses).
+    """
+    allowed = ALLOWED_ATTRIBUTES | frozenset(allowed_attributes)
+    inside = set()
+    for a, b in trusted:
+        inside.update(range(a, b))
+    reasons: list[str] = []
+    for name, a, _ in attribute_spans(list(tokens)):
+        if a in inside:
+            continue
+        if name not in allowed:
+            why = _ATTRIBUTE_REASONS.get(name, "is not on the allow-list")
+            reasons.append(f"attribute {{:{name}}} at line {tokens[a].line}: {why}")
+    for k, t in enumerate(tokens):
+        if k in inside:
+            continue
+        if t.kind == "ident" and t.text == "assume":
+            reasons.append(f"assume statement at line {t.line}")
+        elif t.kind == "ident" and t.text == "include":
+            reasons.append(f"include directive at line {t.line}")
+        elif t.kind == "string" and t.text.startswith("@") and "\n" in t.text:
+            reasons.append(f"multi-line verbatim string at line {t.line}")
+    return reasons
+
+
+def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
+                    trusted: Sequence[tuple[int, int]]) -> list[str]:
+    """Reasons the submission breaks the anchor (empty when it keeps it)."""
+    index = _Index(tokens)
+    inside = set()
+    for a, b in trusted:
+        inside.update(range(a, b))
+    by_key: dict[tuple[str, str, str], Symbol] = {}
+    for sym in symbols:
+        if sym.kind in MEMBER_KINDS + ("Field",):
+            by_key.setdefault(sym.key, sym)
+    reasons: list[str] = []
+    # Bodyless declarations (Dafny's view), outside the kept context.
+    for sym in symbols:
+        if sym.kind not in MEMBER_KINDS or sym.has_body:
+            continue
+        view = locate(index, sym, symbols)
+        if view is None or view.name_index in inside or sym.key in anchor.allowed_bodyless:
+            continue
+        kind = " ".join(view.kind_words) or sym.kind.lower()
+        reasons.append(f"{kind} {sym.label} has no body")
+    # No second declaration of a name the task declares: a class member named like a context function
+    # would shadow it inside that class, and change what an unchanged header means.
+    names = {name for _, _, name in anchor.declared} - {"_ctor"}
+    for sym in symbols:
+        if sym.kind in MEMBER_KINDS + ("Field",) and sym.name in names and sym.key not in anchor.declared:
+            view = locate(index, sym, symbols) if sym.kind != "Field" else None
+            if sym.kind != "Field" and view is None:
+                continue  # synthesised by Dafny
+            reasons.append(f"{sym.label} redeclares the task's name '{sym.name}' (it would shadow the task's own)")
+    # Targets: present, same kind, same header.
+    for target in anchor.targets:
+        sym = by_key.get(target.symbol.key)
+        label = target.symbol.label
+        if sym is None or sym.kind != target.symbol.kind:
+            reasons.append(f"the target {label} is missing (its statement must be implemented)")
+            continue
+        view = locate(index, sym, symbols)
+        if view is None:
+            reasons.append(f"the target {label} is missing (its statement must be implemented)")
+            continue
+        if not sym.has_body:
+            continue  # already reported as bodyless
+        if not _same_kind(view.kind_words, target.kind_words):
+            reasons.append(f"{label}: kind changed from '{' '.join(target.kind_words)}' to "
+                           f"'{' '.join(view.kind_words)}'")
+            continue
+        got = split_header(view.header)
+        want = target.header
+        changed = []
+        # Clauses compare as multisets: their order does not change the contract. Extra ensures
+        # clauses only strengthen it; requires, modifies and reads must be exactly the statement's.
+        if got.signature != want.signature:
+            changed.append("signature")
+        if Counter(got.requires) != Counter(want.requires):
+            changed.append("requires")
+        if Counter(got.modifies) != Counter(want.modifies):
+            changed.append("modifies")
+        if Counter(got.reads) != Counter(want.reads):
+            changed.append("reads")
+        if Counter(want.ensures) - Counter(got.ensures):
+            changed.append("ensures")
+        if target.symbol.requires is not None and sym.requires is not None:
+            if Counter(sym.requires) != Counter(target.symbol.requires) and "requires" not in changed:
+                changed.append("requires (as Dafny reads it)")
+        if target.symbol.ensures is not None and sym.ensures is not None:
+            if Counter(target.symbol.ensures) - Counter(sym.ensures) and "ensures" not in changed:
+                changed.append("ensures (as Dafny reads it)")
+        if not anchor.allow_decreases_star and any(
+                tokens[k].text == "decreases" and tokens[k + 1].text == "*" for k in range(view.start, view.end - 1)):
+            changed.append("decreases * (termination is required)")
+        if changed:
+            reasons.append(f"{label}: {', '.join(changed)} changed from the statement")
+    # Members kept verbatim (fields, functions with bodies inside classes).
+    for want_sym, words in anchor.member_verbatim:
+        sym = by_key.get(want_sym.key)
+        if sym is None:
+            reasons.append(f"{want_sym.label} from the statement is missing")
+            continue
+        if sym.kind == "Field":
+            k = index.at.get((sym.line, sym.col))
+            if k is None:
+                reasons.append(f"{want_sym.label} from the statement is missing")
+                continue
+            start = _walk_back_modifiers(index, k)
+            end = _header_end(index, k + 1, sym, symbols)
+            got_words = tuple(_strip_attributes(tokens[start:end]))
+        else:
+            view = locate(index, sym, symbols)
+            got_words = tuple(_strip_attributes(tokens[view.start:view.end])) if view else ()
+        if got_words != words:
+            reasons.append(f"{want_sym.label} differs from the statement (it must be kept unchanged)")
+    return reasons
+
+
+def _same_kind(got: tuple[str, ...], want: tuple[str, ...]) -> bool:
+    """Kinds match; ``function``/``predicate`` may become ``function method``/``predicate method``
+    (a compiled function has the same contract, its body is only more restricted)."""
+    if got == want:
+        return True
+    return want in (("function",), ("predicate",)) and got == (*want, "method")
+
+
+def sanitize(name: str) -> str:
+    """Dafny's Boogie spelling of a name: ``_`` doubled, ``'`` -> ``_k``, ``?`` -> ``_q``, ``#`` -> ``_h``."""
+    return "".join({"_": "__", "'": "_k", "?": "_q", "#": "_h"}.get(c, c) for c in name)
+
+
+def expected_implementations(tokens: list[Token], symbols: list[Symbol]) -> list[Symbol]:
+    """Declarations whose body Boogie must verify as an ``Impl$$`` implementation (methods, lemmas,
+    constructors with bodies; synthesised iterator members excluded)."""
+    index = _Index(tokens)
+    out = []
+    for sym in symbols:
+        if sym.kind == "Method" and sym.has_body and locate(index, sym, symbols) is not None:
+            out.append(sym)
+    return out
+
+
+def impl_matches(impl: str, sym: Symbol) -> bool:
+    """Whether the Boogie implementation ``impl`` (``Impl$$mod.Class.name``) is ``sym``'s body."""
+    if not impl.startswith("Impl$$"):
+        return False
+    parts = impl[len("Impl$$"):].split(".")
+    if len(parts) != 3:
+        return False
+    module, cls, name = parts
+    if name not in (sanitize(sym.name), sanitize(sym.name) + "_h"):
+        return False
+    if cls != sanitize(sym.parent or "_default"):
+        return False
+    if sym.module in ("_module", ""):
+        return module == "_module"
+    return re.fullmatch(r"_\d+_" + re.escape(sanitize(sym.module)), module) is not None
+
+
+def pair_implementations(verified: Sequence[str], expected: Sequence[Symbol],
+                         iterator_classes: Iterable[str] = ()) -> list[str]:
+    """Reasons the verified ``Impl$$`` implementations do not pair one-to-one with ``expected``."""
+    iterators = {sanitize(c) for c in iterator_classes}
+    remaining = list(expected)
+    reasons = []
+    for impl in verified:
+        if not impl.startswith("Impl$$"):
+            continue
+        hit = next((s for s in remaining if impl_matches(impl, s)), None)
+        if hit is not None:
+            remaining.remove(hit)
+            continue
+        parts = impl[len("Impl$$"):].split(".")
+        if len(parts) == 2 and parts[1] in iterators:
+            continue
+        reasons.append(f"verified implementation {impl} matches no declaration")
+    for sym in remaining:
+        reasons.append(f"{sym.label} was not verified (its obligation was dropped)")
+    return reasons
+
+
+def declaration_views(program: str, symbols: Sequence[Symbol]) -> list[DeclView]:
+    """Every method, lemma, constructor, function and predicate of ``program`` located in its text.
+
+    ``symbols`` are Dafny's for ``program``. Offsets of a view's tokens are character offsets into
+    ``program`` (``tokens[view.body_open].start``), for tools that edit bodies (suite cheat variants,
+    the SkillForge harness).
+    """
+    tokens = tokenize(program)
+    index = _Index(tokens)
+    views = []
+    for sym in symbols:
+        if sym.kind in MEMBER_KINDS:
+            view = locate(index, sym, symbols)
+            if view is not None:
+                views.append(view)
+    return views

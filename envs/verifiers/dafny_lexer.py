@@ -1,0 +1,236 @@
+"""A tokenizer for Dafny 2.3 source, used for integrity checks only (never to decide what verified).
+
+Why a lexer at all: some cheats are invisible in Dafny's output (``assume``, ``{:verify false}``
+with or without a space, ``decreases *``), so they must be recognised in the text, and by
+*tokens*: a ban that matches the literal ``{:`` misses ``{ :verify false }``, which Dafny
+accepts, and one that greps raw text fires on comments and strings. The lexer follows Dafny's
+scanner: nested ``/* */`` comments, ``//`` comments, ``"..."`` strings with escapes, verbatim
+``@"..."`` strings (``""`` is a quote, newlines allowed), char literals, identifiers that may
+contain ``'``, ``_`` and ``?``, and the multi-character operators.
+
+What has a body and what was verified is decided from Dafny's own output (symbols and trace),
+see :mod:`proofgym.envs.verifiers.dafny_integrity`; this module only finds tokens and spans.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "CLAUSE_KEYWORDS",
+    "DECL_KEYWORDS",
+    "DafnyLexError",
+    "Token",
+    "attribute_spans",
+    "matching_close",
+    "matching_open",
+    "tokenize",
+]
+
+
+class DafnyLexError(ValueError):
+    """The text cannot be cut into Dafny tokens (unterminated comment, string or char)."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: ``kind`` is ``ident``, ``number``, ``string``, ``char`` or ``op``."""
+
+    kind: str
+    text: str
+    start: int  # character offset in the source
+    end: int
+    line: int  # 1-based, like Dafny's messages
+    col: int  # 1-based column counted in UTF-8 bytes, as Dafny's scanner counts it (a tab is one)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+#: Words that start a declaration (or a modifier of one) at the level of a module or class.
+DECL_KEYWORDS = frozenset({
+    "method", "lemma", "function", "predicate", "constructor", "class", "trait", "datatype",
+    "codatatype", "type", "newtype", "const", "var", "module", "import", "iterator", "inductive",
+    "copredicate", "colemma", "twostate", "ghost", "static", "protected", "include", "abstract",
+    "least", "greatest", "export", "opened",
+})
+
+#: Specification clauses of a method, function or lemma header.
+CLAUSE_KEYWORDS = frozenset({"requires", "ensures", "modifies", "reads", "decreases"})
+
+_OPS = sorted(
+    [
+        "<==>", "==>", "<==", "==", "!=", "<=", ">=", "&&", "||", ":=", ":|", "::", "..", "!!",
+        "=>", "->", "~>", "-->", "<<", ">>",
+    ],
+    key=len,
+    reverse=True,
+)
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_'?]*")
+_NUMBER_RE = re.compile(r"0x[0-9A-Fa-f_]+|[0-9][0-9_]*(?:\.[0-9][0-9_]*)?")
+_CHAR_RE = re.compile(r"'(?:\\u[0-9A-Fa-f]{4}|\\.|[^'\\\n])'")
+
+
+def tokenize(text: str) -> list[Token]:
+    """Cut ``text`` into tokens, dropping whitespace and comments.
+
+    Raises:
+        DafnyLexError: on an unterminated comment, string or char literal, or a stray character.
+    """
+    tokens: list[Token] = []
+    i, n = 0, len(text)
+    line, line_start = 1, 0
+
+    def advance_lines(a: int, b: int) -> None:
+        nonlocal line, line_start
+        k = text.find("\n", a, b)
+        while k != -1:
+            line += 1
+            line_start = k + 1
+            k = text.find("\n", k + 1, b)
+
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n\f\v":
+            if c == "\n":
+                line += 1
+                line_start = i + 1
+            i += 1
+            continue
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j == -1 else j
+            continue
+        if text.startswith("/*", i):
+            depth, j = 1, i + 2
+            while depth:
+                if j >= n:
+                    raise DafnyLexError(f"line {line}: unterminated /* comment")
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            advance_lines(i, j)
+            i = j
+            continue
+        start_line = line
+        prefix = text[line_start:i]
+        col = (len(prefix) if prefix.isascii() else len(prefix.encode("utf-8", "surrogatepass"))) + 1
+        if c == '"' or (c == "@" and text.startswith('@"', i)):
+            verbatim = c == "@"
+            j = i + (2 if verbatim else 1)
+            while True:
+                if j >= n:
+                    raise DafnyLexError(f"line {start_line}: unterminated string literal")
+                ch = text[j]
+                if verbatim:
+                    if ch == '"':
+                        if text.startswith('""', j):
+                            j += 2
+                            continue
+                        j += 1
+                        break
+                    j += 1
+                else:
+                    if ch == "\\":
+                        j += 2
+                        continue
+                    if ch == "\n":
+                        raise DafnyLexError(f"line {start_line}: newline in string literal")
+                    j += 1
+                    if ch == '"':
+                        break
+            tokens.append(Token("string", text[i:j], i, j, start_line, col))
+            advance_lines(i, j)
+            i = j
+            continue
+        if c == "'":
+            m = _CHAR_RE.match(text, i)
+            if m is None:
+                raise DafnyLexError(f"line {line}: malformed char literal")
+            tokens.append(Token("char", m.group(), i, m.end(), line, col))
+            i = m.end()
+            continue
+        m = _IDENT_RE.match(text, i)
+        if m:
+            tokens.append(Token("ident", m.group(), i, m.end(), line, col))
+            i = m.end()
+            continue
+        m = _NUMBER_RE.match(text, i)
+        if m:
+            tokens.append(Token("number", m.group(), i, m.end(), line, col))
+            i = m.end()
+            continue
+        for op in _OPS:
+            if text.startswith(op, i):
+                tokens.append(Token("op", op, i, i + len(op), line, col))
+                i += len(op)
+                break
+        else:
+            if c in "{}()[]<>,;:.=+-*/%!&|^~?#`":
+                tokens.append(Token("op", c, i, i + 1, line, col))
+                i += 1
+            else:
+                raise DafnyLexError(f"line {line} column {col}: unexpected character {c!r}")
+    return tokens
+
+
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_CLOSERS = {v: k for k, v in _OPENERS.items()}
+
+
+def matching_open(tokens: list[Token], close_index: int) -> int:
+    """Index of the bracket that ``tokens[close_index]`` (a ``)``, ``]`` or ``}``) closes, or -1."""
+    want = _CLOSERS.get(tokens[close_index].text)
+    if want is None:
+        return -1
+    stack: list[str] = []
+    for k in range(close_index, -1, -1):
+        t = tokens[k].text
+        if t in _CLOSERS:
+            stack.append(t)
+        elif t in _OPENERS:
+            if not stack or _CLOSERS[stack[-1]] != t:
+                return -1
+            stack.pop()
+            if not stack:
+                return k
+    return -1
+
+
+def matching_close(tokens: list[Token], open_index: int) -> int:
+    """Index of the bracket that closes ``tokens[open_index]`` (a ``(``, ``[`` or ``{``), or -1."""
+    if tokens[open_index].text not in _OPENERS:
+        return -1
+    stack: list[str] = []
+    for k in range(open_index, len(tokens)):
+        t = tokens[k].text
+        if t in _OPENERS:
+            stack.append(t)
+        elif t in _CLOSERS:
+            if not stack or _OPENERS[stack[-1]] != t:
+                return -1
+            stack.pop()
+            if not stack:
+                return k
+    return -1
+
+
+def attribute_spans(tokens: list[Token]) -> list[tuple[str, int, int]]:
+    """Every attribute as ``(name, first index, last index)``.
+
+    An attribute is a ``{`` token followed by a ``:`` token, whatever lies between them
+    (Dafny accepts ``{ :verify false }`` and ``{/* */:verify false}``). Nothing else in
+    Dafny's grammar puts ``:`` right after ``{``. The name is the identifier after ``:``
+    (``""`` if there is none, which Dafny rejects anyway).
+    """
+    spans = []
+    for k in range(len(tokens) - 1):
+        if tokens[k].text == "{" and tokens[k + 1].text == ":":
+            name = tokens[k + 2].text if k + 2 < len(tokens) and tokens[k + 2].kind == "ident" else ""
+            end = matching_close(tokens, k)
+            spans.append((name, k, end if end != -1 else len(tokens) - 1))
+    return spans

@@ -1,0 +1,619 @@
+"""The HOL Light verifier: a fork server that loads HOL Light once and forks per context and attempt.
+
+Debian's HOL Light takes about two minutes to load in the OCaml toplevel, so a check cannot start
+it. Instead (see ``hol_light/boot.ml`` for the OCaml side):
+
+- **root**: one sandboxed toplevel per (installation, base context) loads HOL Light
+  (``use_file_raise_failure := true``: a file that fails to load is an error, never a half-loaded
+  context), runs the base's setup, loads the server, re-reads every loaded file to compute the
+  identifier whitelist, and only then prints its ready frame. It talks frames on stdin/stdout.
+- **zygote**: forked from the root per problem context (the task's ``context``, ML source), kept
+  in an LRU within a memory budget (each zygote counted at its full RSS).
+- **worker**: forked from the zygote per attempt. It parses the goal from the task's trusted text
+  first, then requires the submission to be exactly one expression of type ``tactic`` whose
+  identifiers are whitelisted on the parse tree and on the typed tree, drops to its own uid with
+  rlimits, ``no_new_privs`` and a seccomp filter (no fork, exec, open, sockets, signals, ptrace),
+  runs the tactic, and checks the theorem with closures bound before anything else ran: no
+  hypotheses, conclusion alpha-equivalent to the goal, ``axioms()`` unchanged.
+- The verdict travels only on the worker's own pipe; its stdout/stderr are only ever messages.
+  The zygote kills the worker at its deadline from outside, and the Python side kills the whole
+  server when a reply is late: that attempt is ``ERROR`` and the server restarts.
+
+Task format: ``context`` = ML source run on top of the base context, ``statement`` = the goal in
+backquotes, proof = a tactic expression (``ARITH_TAC``, ``REWRITE_TAC[ADD_SYM] THEN ...``).
+``metadata.base`` names the base context (default ``plain``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
+from proofgym.envs.verifiers.base import validate_submission
+from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HOL_DIR = "/usr/share/hol-light"
+SERVER_SOURCES = Path(__file__).resolve().parent / "hol_light"
+
+#: Capabilities the root keeps inside bubblewrap (when proofgym runs as root): give each worker its
+#: own uid, and signal workers that no longer share its uid. Workers lose all of them at setuid().
+_ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+_NAMESPACES_WITHOUT_USER = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try")
+
+_CATEGORIES = {
+    "none": ErrorCategory.NONE, "logic": ErrorCategory.LOGIC, "syntax": ErrorCategory.SYNTAX,
+    "type": ErrorCategory.TYPE, "undefined": ErrorCategory.UNDEFINED, "timeout": ErrorCategory.TIMEOUT,
+    "cheating": ErrorCategory.CHEATING, "resource": ErrorCategory.RESOURCE, "other": ErrorCategory.OTHER,
+}
+
+
+class ContextLoadError(TaskFormatError):
+    """The task's context (or goal) does not load in HOL Light: the task is broken, not the proof."""
+
+
+@dataclass(frozen=True)
+class BaseContext:
+    """A named base context, loaded once per server on top of HOL Light.
+
+    Attributes:
+        name: e.g. ``plain``, or s2n-bignum's ``arm``/``x86``.
+        setup: HOL Light ML run after ``hol.ml``, e.g. ``needs "arm/proofs/base.ml";;``.
+        cwd: working directory of the server (bound read-only), e.g. an s2n-bignum checkout.
+        prelude: plain OCaml run before ``hol.ml`` (version shims).
+        startup_timeout_s: how long loading may take (10 minutes or more: s2n's x86 base takes ~7).
+    """
+
+    name: str = "plain"
+    setup: str = ""
+    cwd: str = ""
+    prelude: str = ""
+    startup_timeout_s: float = 1200.0
+
+
+@dataclass(frozen=True)
+class HolLightConfig:
+    """Options of :class:`HolLightVerifier`."""
+
+    hol_dir: str = DEFAULT_HOL_DIR  # the installation: hol.ml and its library
+    toplevel: str = ""  # the OCaml toplevel to run; default <hol_dir>/ocaml if present, else `ocaml`
+    bases: tuple[BaseContext, ...] = (BaseContext(),)
+    zygote_budget_bytes: int = 6 * 1024**3  # LRU budget for loaded contexts (each at its full RSS)
+    worker_memory_bytes: int = 3 * 1024**3  # address space and RSS limit of one attempt
+    server_memory_bytes: int = 8 * 1024**3  # address-space limit of the root and zygotes
+    max_processes: int = 256  # pids cgroup of the whole server (zygotes + workers)
+    context_timeout_s: float = 600.0  # loading one problem context
+    grace_s: float = 30.0  # how late a reply may be before the server counts as wedged
+    worker_uid_base: int = 700000  # workers run as uid base+1 .. base+60000 (when proofgym runs as root)
+    use_bwrap: bool | None = None  # None: bubblewrap when it works here
+    progress: bool | None = None  # loading progress on stderr; None: when stderr is a terminal
+    build_dir: str = ""  # cache for the compiled C stubs; default $PROOFGYM_CACHE or ~/.cache/proofgym
+
+
+def hol_light_installed(hol_dir: str = DEFAULT_HOL_DIR) -> bool:
+    """Whether HOL Light (``hol.ml``), an OCaml toplevel and the C-stub tools are here."""
+    return (
+        Path(hol_dir, "hol.ml").is_file()
+        and (Path(hol_dir, "ocaml").is_file() or shutil.which("ocaml") is not None)
+        and shutil.which("ocamlc") is not None
+        and shutil.which("ocamlmklib") is not None
+    )
+
+
+def hol_light_version(hol_dir: str = DEFAULT_HOL_DIR) -> str:
+    """The installation's version, e.g. ``20230128-1+b1`` (Debian) or the digest of its hol.ml."""
+    if os.path.realpath(hol_dir) == DEFAULT_HOL_DIR and shutil.which("dpkg-query"):
+        done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "hol-light"], capture_output=True, text=True,
+                              check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    try:
+        return "hol.ml-" + hashlib.sha256(Path(hol_dir, "hol.ml").read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "unknown"
+
+
+def goal_text(statement: str) -> str:
+    """The goal inside the statement's backquotes (``\\`!n. n + 0 = n\\``` -> ``!n. n + 0 = n``)."""
+    text = statement.strip()
+    if len(text) < 3 or not (text.startswith("`") and text.endswith("`")) or "`" in text[1:-1]:
+        raise TaskFormatError(f"a hol_light statement must be one term in backquotes, got {statement[:60]!r}")
+    return text[1:-1]
+
+
+def _ocaml_string(text: str) -> str:
+    out = ['"']
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= byte < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03d}")
+    out.append('"')
+    return "".join(out)
+
+
+def _cache_root(cfg: HolLightConfig) -> Path:
+    if cfg.build_dir:
+        return Path(cfg.build_dir)
+    cache = os.environ.get("PROOFGYM_CACHE")
+    return (Path(cache).expanduser() if cache else Path.home() / ".cache" / "proofgym") / "hol_light"
+
+
+def build_stubs(cfg: HolLightConfig) -> Path:
+    """Compile ``pgsys`` (rlimits, seccomp, ...) with ocamlmklib, once per source and OCaml version."""
+    for tool in ("ocamlc", "ocamlmklib"):
+        if shutil.which(tool) is None:
+            raise ProverNotFound(f"{tool} not found; install HOL Light: apt-get install hol-light libnum-ocaml-dev")
+    version = subprocess.run(["ocamlc", "-version"], capture_output=True, text=True, check=False).stdout.strip()
+    digest = hashlib.sha256()
+    for name in ("pgsys.c", "pgsys.ml"):
+        digest.update((SERVER_SOURCES / name).read_bytes())
+    digest.update(version.encode())
+    target = _cache_root(cfg) / f"pgsys-{digest.hexdigest()[:16]}"
+    if (target / "pgsys.cma").is_file() and (target / "dllpgsys.so").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".pgsys-", dir=target.parent))
+    try:
+        for name in ("pgsys.c", "pgsys.ml"):
+            shutil.copy(SERVER_SOURCES / name, tmp / name)
+        for argv in (["ocamlc", "-c", "pgsys.ml"], ["ocamlc", "-c", "-ccopt", "-O2", "pgsys.c"],
+                     ["ocamlmklib", "-o", "pgsys", "pgsys.cmo", "pgsys.o"]):
+            done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise VerifierCrashed(f"building the HOL Light server's C stubs failed: {' '.join(argv)}: "
+                                      f"{(done.stderr or done.stdout).strip()[:500]}")
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process built it first
+            if not (target / "pgsys.cma").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+class _HolSandbox(Sandbox):
+    """The shared :class:`Sandbox`, except that the root keeps the few capabilities it needs to give
+    each worker its own uid: no user namespace (it maps a single uid), and CAP_SETUID/SETGID/KILL.
+    Workers drop them all at ``setuid``."""
+
+    def __init__(self, *args, keep_caps: bool, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep_caps = keep_caps
+
+    def _command(self, argv, workdir, env):  # type: ignore[override]
+        cmd = super()._command(argv, workdir, env)
+        if not (self.isolated and self.keep_caps):
+            return cmd
+        cut = cmd.index("--")
+        head, tail = cmd[:cut], cmd[cut:]
+        if "--unshare-all" in head:
+            i = head.index("--unshare-all")
+            head[i:i + 1] = list(_NAMESPACES_WITHOUT_USER)
+        i = head.index("ALL", head.index("--cap-drop")) + 1
+        for cap in reversed(_ROOT_CAPS):
+            head[i:i] = ["--cap-add", cap]
+        return head + tail
+
+
+@dataclass
+class _Pending:
+    event: threading.Event = field(default_factory=threading.Event)
+    frame: tuple[str, str, list[bytes]] | None = None
+
+
+class _ServerDied(Exception):
+    pass
+
+
+class HolLightServer:
+    """One sandboxed HOL Light root process for one base context. Thread-safe."""
+
+    def __init__(self, cfg: HolLightConfig, base: BaseContext, stubs: Path, progress: Callable[[str], None] | None):
+        self.cfg = cfg
+        self.base = base
+        self.progress = progress
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"proofgym-hol-{base.name}-"))
+        os.chmod(self.workdir, 0o700)
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Pending] = {}
+        self._write_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._log: deque[str] = deque(maxlen=200)
+        self.dead = False
+        self.zygotes: OrderedDict[str, int] = OrderedDict()  # context key -> RSS bytes, LRU order
+        self.inflight: Counter = Counter()  # context key -> attempts running there (never evicted then)
+        self._loading: dict[str, threading.Lock] = {}
+        self.info: dict[str, str] = {}
+        self.uid_separation = os.geteuid() == 0
+        self._prepare_workdir(stubs)
+        ro = [p for p in {cfg.hol_dir, base.cwd} if p and not p.startswith("/usr/")]
+        limits = SandboxLimits(memory_bytes=cfg.server_memory_bytes, cpu_seconds=10**7,
+                               max_processes=cfg.max_processes, file_size_bytes=64 * 1024**2, open_files=4096)
+        self.sandbox = _HolSandbox(limits, use_bwrap=cfg.use_bwrap, ro_binds=ro, keep_caps=self.uid_separation)
+        toplevel = cfg.toplevel or (str(Path(cfg.hol_dir, "ocaml")) if Path(cfg.hol_dir, "ocaml").is_file() else "ocaml")
+        self.started = time.monotonic()
+        try:
+            self.proc: SandboxedProcess = self.sandbox.popen(
+                [toplevel, str(self.workdir / "boot.ml")], workdir=self.workdir,
+                env={"HOLLIGHT_DIR": cfg.hol_dir, "OCAMLRUNPARAM": "s=4M"})
+        except FileNotFoundError as exc:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise ProverNotFound(f"{toplevel} not found ({exc}); install HOL Light: apt-get install hol-light") from None
+        self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True, name="hol-stderr")
+        self._stderr_thread.start()
+        self._ready = _Pending()
+        self._pending["0"] = self._ready
+        self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True, name="hol-stdout")
+        self._stdout_thread.start()
+        if not self._ready.event.wait(base.startup_timeout_s) or self._ready.frame is None:
+            tail = "\n".join(list(self._log)[-15:])
+            self.close()
+            raise VerifierCrashed(f"HOL Light base context {base.name!r} did not become ready within "
+                                  f"{base.startup_timeout_s:.0f} s; last output:\n{tail}")
+        tag, _, fields = self._ready.frame
+        if tag != "READY" or fields[0].decode() != self.nonce:
+            message = fields[0].decode(errors="replace") if fields else "no message"
+            tail = "\n".join(list(self._log)[-15:])
+            self.close()
+            raise VerifierCrashed(f"HOL Light base context {base.name!r} failed to load: {message}\n{tail}")
+        names = ("nonce", "hol_version", "ocaml_version", "load_ms", "rss_kb", "whitelist_size", "uid_separation")
+        self.info = {k: v.decode() for k, v in zip(names, fields, strict=False)}
+        self.load_s = time.monotonic() - self.started
+        try:
+            report = (self.workdir / "whitelist.tsv").read_text(encoding="utf-8")
+        except OSError:
+            report = ""
+        #: every name the trusted sources define -> "allowed", "denied" or "tainted by X"
+        self.whitelist: dict[str, str] = dict(line.split("\t", 1) for line in report.splitlines() if "\t" in line)
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def _prepare_workdir(self, stubs: Path) -> None:
+        for name in ("pgsys.cma", "pgsys.cmi", "dllpgsys.so", "libpgsys.a"):
+            if (stubs / name).exists():
+                shutil.copy(stubs / name, self.workdir / name)
+        shutil.copy(SERVER_SOURCES / "server.ml", self.workdir / "server.ml")
+        self.nonce = os.urandom(16).hex()
+        prelude = setup = ""
+        if self.base.prelude:
+            prelude = str(self.workdir / "prelude.ml")
+            Path(prelude).write_text(self.base.prelude, encoding="utf-8")
+        if self.base.setup:
+            setup = str(self.workdir / "setup.ml")
+            Path(setup).write_text(self.base.setup, encoding="utf-8")
+        values = {
+            "PG_CONFIG_workdir": _ocaml_string(str(self.workdir)),
+            "PG_CONFIG_hol_dir": _ocaml_string(self.cfg.hol_dir),
+            "PG_CONFIG_prelude": _ocaml_string(prelude),
+            "PG_CONFIG_setup": _ocaml_string(setup),
+            "PG_CONFIG_cwd": _ocaml_string(self.base.cwd),
+            "PG_CONFIG_server": _ocaml_string(str(self.workdir / "server.ml")),
+            "PG_CONFIG_nonce": _ocaml_string(self.nonce),
+            "PG_CONFIG_uid_separation": "true" if os.geteuid() == 0 else "false",
+            "PG_CONFIG_uid_base": str(int(self.cfg.worker_uid_base)),
+        }
+        boot = (SERVER_SOURCES / "boot.ml").read_text(encoding="utf-8")
+        boot = re.sub(r"PG_CONFIG_\w+", lambda m: values[m.group(0)], boot)
+        (self.workdir / "boot.ml").write_text(boot, encoding="utf-8")
+
+    # -- I/O threads ----------------------------------------------------------------------------
+    def _read_stderr(self) -> None:
+        stream = self.proc.proc.stderr
+        assert stream is not None  # noqa: S101 - popen gives pipes
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self._log.append(line)
+            if line.startswith("[proofgym] "):
+                logger.info("hol_light[%s]: %s", self.base.name, line[11:])
+                if self.progress is not None:
+                    self.progress(f"hol_light[{self.base.name}]: {line[11:]}")
+
+    def _read_stdout(self) -> None:
+        stream = self.proc.proc.stdout
+        assert stream is not None  # noqa: S101
+        try:
+            while True:
+                header = stream.readline()
+                if not header:
+                    break
+                tag, ident, count = header.decode().split()
+                fields = []
+                for _ in range(int(count)):
+                    size = int(stream.readline())
+                    fields.append(stream.read(size))
+                self._dispatch(tag, ident, fields)
+        except (ValueError, OSError) as exc:
+            logger.warning("hol_light[%s]: bad frame from the server: %s", self.base.name, exc)
+        finally:
+            self.dead = True
+            with self._state_lock:
+                pending = list(self._pending.values())
+                self._pending.clear()
+            for p in pending:
+                p.event.set()
+
+    def _dispatch(self, tag: str, ident: str, fields: list[bytes]) -> None:
+        if tag == "ZDIED":
+            key = fields[0].decode()
+            with self._state_lock:
+                self.zygotes.pop(key, None)
+            return
+        with self._state_lock:
+            pending = self._pending.pop(ident, None)
+        if pending is not None:
+            pending.frame = (tag, ident, fields)
+            pending.event.set()
+
+    # -- requests -------------------------------------------------------------------------------
+    def request(self, tag: str, fields: Sequence[str], timeout_s: float) -> tuple[str, list[bytes]]:
+        """Send one frame and wait for its reply. Raises :class:`_ServerDied` if the server dies or is late."""
+        if self.dead:
+            raise _ServerDied("the HOL Light server is not running")
+        ident = str(next(self._ids))
+        pending = _Pending()
+        with self._state_lock:
+            self._pending[ident] = pending
+        data = [f.encode("utf-8") for f in fields]
+        frame = f"{tag} {ident} {len(data)}\n".encode() + b"".join(f"{len(d)}\n".encode() + d for d in data)
+        stdin = self.proc.proc.stdin
+        try:
+            with self._write_lock:
+                assert stdin is not None  # noqa: S101
+                stdin.write(frame)
+                stdin.flush()
+        except (OSError, ValueError):
+            self.kill()
+            raise _ServerDied("the HOL Light server closed its input") from None
+        if not pending.event.wait(timeout_s) or pending.frame is None:
+            late = not self.dead
+            self.kill()
+            raise _ServerDied("the HOL Light server did not answer in time; it was killed" if late
+                              else "the HOL Light server died")
+        return pending.frame[0], pending.frame[2]
+
+    def stats(self) -> dict[str, tuple[int, int]]:
+        """Context key (and ``root``) -> (RSS bytes, private bytes)."""
+        _, fields = self.request("STATS", [], 60)
+        out = {}
+        for line in fields[0].decode().splitlines():
+            key, rss, private = line.split()
+            out[key] = (int(rss) * 1024, int(private) * 1024)
+        return out
+
+    def kill(self) -> None:
+        self.dead = True
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+
+    def close(self) -> None:
+        if not self.dead and self.proc.proc.stdin is not None:
+            with contextlib.suppress(Exception), self._write_lock:
+                self.proc.proc.stdin.write(b"QUIT 0 0\n")
+                self.proc.proc.stdin.flush()
+        self.kill()
+        with contextlib.suppress(Exception):
+            self.proc.close()
+        for t in (getattr(self, "_stdout_thread", None), getattr(self, "_stderr_thread", None)):
+            if t is not None:
+                t.join(timeout=5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def context_key(context: str) -> str:
+    return hashlib.sha256(context.encode("utf-8")).hexdigest()[:24]
+
+
+class HolLightVerifier:
+    """Checks HOL Light tactic proofs with a fork server; see the module docstring.
+
+    Thread-safe: several threads may call :meth:`check` at once (attempts run in parallel workers).
+
+    Example:
+        >>> with HolLightVerifier() as v:  # doctest: +SKIP
+        ...     v.check(task, "ARITH_TAC").verdict
+        <Verdict.OK: 'OK'>
+    """
+
+    system = "hol_light"
+
+    def __init__(self, config: HolLightConfig | None = None, **overrides: object) -> None:
+        cfg = config or HolLightConfig()
+        overrides.pop("audit", None)  # `proofgym check --audit` is Coq's; HOL Light has no separate audit
+        if overrides:
+            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
+        self.config = cfg
+        if not Path(cfg.hol_dir, "hol.ml").is_file():
+            raise ProverNotFound(f"HOL Light not found at {cfg.hol_dir} (no hol.ml); "
+                                 "install it: apt-get install hol-light libnum-ocaml-dev")
+        self._bases = {b.name: b for b in cfg.bases}
+        self._stubs = build_stubs(cfg)
+        self.version = hol_light_version(cfg.hol_dir)
+        progress = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
+        self._progress = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+        self._servers: dict[str, HolLightServer] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        self.stats = {"checks": 0, "server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> HolLightVerifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every server (and so every zygote and worker). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            servers = list(self._servers.values())
+            self._servers.clear()
+        for server in servers:
+            server.close()
+
+    def __del__(self) -> None:  # last resort; close() is the contract
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def server(self, base: str = "plain") -> HolLightServer:
+        """The running server of ``base``, started (minutes) if needed."""
+        with self._lock:
+            if self._closed:
+                raise VerifierCrashed("verifier is closed")
+            if base not in self._bases:
+                raise TaskFormatError(f"unknown HOL Light base context {base!r}; configured: {', '.join(self._bases)}")
+            server = self._servers.get(base)
+            if server is not None and not server.dead:
+                return server
+            if server is not None:
+                self.stats["server_deaths"] += 1
+                server.close()
+            self.stats["server_starts"] += 1
+            server = HolLightServer(self.config, self._bases[base], self._stubs, self._progress)
+            self._servers[base] = server
+            return server
+
+    def prover_version(self, server: HolLightServer) -> str:
+        return (f"HOL Light {server.info.get('hol_version', '?')} ({self.version}), "
+                f"OCaml {server.info.get('ocaml_version', '?')}")
+
+    # -- checking -------------------------------------------------------------------------------
+    def check(self, task: Task, proof: str) -> CheckResult:
+        """Check a tactic expression against ``task``.
+
+        Returns a :class:`CheckResult` for anything the submission does. Raises
+        :class:`ContextLoadError` when the task itself is broken and
+        :class:`~proofgym.envs.errors.VerifierError` when the server cannot start.
+        """
+        if task.system != "hol_light":
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not hol_light")
+        start = time.monotonic()
+        goal = goal_text(task.statement)
+        base = str(task.metadata.get("base", "plain"))
+        try:
+            proof = validate_submission(proof)
+        except InvalidSubmission as exc:
+            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
+                               backend="precheck", prover_version=self.version, wall_s=time.monotonic() - start)
+        with self._lock:
+            self.stats["checks"] += 1
+        server = self.server(base)
+        version = self.prover_version(server)
+        try:
+            result = self._attempt(server, task, goal, proof)
+        except _ServerDied as exc:
+            # The attempt may have been what broke it; it costs this one ERROR and a restart.
+            with self._lock:
+                self.stats["server_deaths"] += 1
+            result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
+                                 error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
+        return replace(result, wall_s=time.monotonic() - start, prover_version=version)
+
+    def _attempt(self, server: HolLightServer, task: Task, goal: str, proof: str) -> CheckResult:
+        for _ in range(3):
+            key = self._ensure_context(server, task.context)  # counts this attempt in server.inflight
+            try:
+                tag, fields = server.request(
+                    "CHECK", [key, goal, proof, str(int(task.timeout_s * 1000)), str(self.config.worker_memory_bytes)],
+                    task.timeout_s + self.config.grace_s)
+            finally:
+                with server._state_lock:
+                    server.inflight[key] -= 1
+            if tag != "RESULT":
+                raise VerifierCrashed(f"unexpected reply {tag} from the HOL Light server")
+            verdict, category, reasons, messages, _wall_ms, goals = (f.decode("utf-8", "replace") for f in fields)
+            if verdict == "ERROR" and reasons.startswith("no zygote for this context"):
+                with server._state_lock:
+                    server.zygotes.pop(key, None)
+                continue  # evicted by a concurrent check: load it again
+            if verdict == "ERROR" and category == "goal":
+                raise ContextLoadError(f"task {task.id}: {reasons}")
+            with server._state_lock:
+                if key in server.zygotes:
+                    server.zygotes.move_to_end(key)
+            return CheckResult(
+                Verdict(verdict),
+                tuple(r for r in reasons.split("\n") if r),
+                (messages,) if messages.strip() else (),
+                _parse_goals(goals),
+                _CATEGORIES.get(category, ErrorCategory.OTHER),
+                backend="hol_light-fork",
+            )
+        raise VerifierCrashed("the task's context was evicted three times in a row; raise zygote_budget_bytes")
+
+    def _ensure_context(self, server: HolLightServer, context: str) -> str:
+        key = context_key(context)
+        with server._state_lock:
+            if key in server.zygotes:
+                server.inflight[key] += 1
+                return key
+            lock = server._loading.setdefault(key, threading.Lock())
+        with lock:
+            with server._state_lock:
+                if key in server.zygotes:
+                    server.inflight[key] += 1
+                    return key
+            tag, fields = server.request("CTX", [key, context, str(int(self.config.context_timeout_s * 1000))],
+                                         self.config.context_timeout_s + self.config.grace_s)
+            status = fields[0].decode() if fields else ""
+            if tag != "CTX" or status != "ok":
+                message = fields[1].decode("utf-8", "replace") if len(fields) > 1 else tag
+                tail = "\n".join(list(server._log)[-10:])
+                raise ContextLoadError(f"the task's context does not load in HOL Light: {message.strip()}\n{tail}")
+            rss = int(fields[2]) * 1024
+            with server._state_lock:
+                server.zygotes[key] = rss
+                server.zygotes.move_to_end(key)
+                server.inflight[key] += 1
+                self.stats["contexts_loaded"] += 1
+            self._evict(server)
+        return key
+
+    def _evict(self, server: HolLightServer) -> None:
+        """Drop least recently used idle zygotes until the loaded ones fit the budget (at full RSS).
+
+        A zygote with attempts running is never evicted: the budget may be exceeded while busy.
+        """
+        while True:
+            with server._state_lock:
+                total = sum(server.zygotes.values())
+                victims = [k for k in server.zygotes if server.inflight[k] <= 0]
+                if total <= self.config.zygote_budget_bytes or not victims:
+                    return
+                victim = victims[0]
+                server.zygotes.pop(victim)
+                self.stats["evictions"] += 1
+            server.request("EVICT", [victim], 60)
+
+
+def _parse_goals(text: str) -> tuple[Goal, ...]:
+    goals = []
+    for item in text.split("\x1d") if text else ():
+        hyps, _, concl = item.partition("\x1e")
+        goals.append(Goal(tuple(h for h in hyps.split("\x1f") if h), concl))
+    return tuple(goals)

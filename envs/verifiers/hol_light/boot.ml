@@ -1,0 +1,902 @@
+(* proofgym: the HOL Light fork server (plain OCaml syntax; parsed before camlp5 is loaded).
+
+   Process tree, all inside one bubblewrap sandbox:
+
+     root     loads HOL Light and the base context once, then serves frames on stdin/stdout
+     zygote   forked from root per problem context; loads the context, then forks workers
+     worker   forked from a zygote per attempt: parses the goal (trusted text) first, checks
+              the submission's parse tree and typed tree against the whitelist, drops to its
+              own uid, installs seccomp, runs the tactic, and writes the verdict on its own
+              pipe. Its stdout/stderr go to another pipe that is only ever shown as messages.
+
+   The zygote (the worker's parent) kills the worker at its deadline from outside (SIGKILL)
+   and watches its memory. Frames are "TAG ID N\n" then N fields "LEN\n<bytes>".
+   The Python side writes PG_CONFIG_* values above this text. *)
+
+#directory "+compiler-libs";;
+#load "unix.cma";;
+#directory PG_CONFIG_workdir;;
+#load "pgsys.cma";;
+
+let pg_t0 = Unix.gettimeofday ()
+let pg_protocol_out = Unix.dup Unix.stdout
+let () = Unix.dup2 Unix.stderr Unix.stdout  (* everything HOL prints goes to stderr *)
+
+let pg_log fmt = Printf.ksprintf (fun s -> prerr_string ("[proofgym] " ^ s ^ "\n"); flush stderr) fmt
+
+(* ------------------------------------------------------------------------------------------ *)
+(* frames                                                                                      *)
+
+let pg_write_all fd s =
+  let b = Bytes.unsafe_of_string s in
+  let n = Bytes.length b in
+  let rec go off =
+    if off < n then
+      let k = try Unix.write fd b off (n - off) with Unix.Unix_error (Unix.EINTR, _, _) -> 0 in
+      go (off + k)
+  in
+  go 0
+
+let pg_frame tag id fields =
+  let b = Buffer.create 256 in
+  Buffer.add_string b (Printf.sprintf "%s %s %d\n" tag id (List.length fields));
+  List.iter (fun f -> Buffer.add_string b (Printf.sprintf "%d\n" (String.length f)); Buffer.add_string b f) fields;
+  Buffer.contents b
+
+let pg_send fd tag id fields = pg_write_all fd (pg_frame tag id fields)
+
+(* A buffered blocking reader of frames from a trusted peer. *)
+type pg_reader = { rfd : Unix.file_descr; rbuf : Buffer.t; mutable rpos : int; mutable eof : bool }
+
+let pg_reader fd = { rfd = fd; rbuf = Buffer.create 65536; rpos = 0; eof = false }
+
+(* One buffer for every read: the root and the zygotes should not allocate (see pg_quiet_gc). *)
+let pg_chunk = Bytes.create 65536
+
+let pg_fill r =
+  let chunk = pg_chunk in
+  let k = try Unix.read r.rfd chunk 0 65536 with Unix.Unix_error (Unix.EINTR, _, _) -> -1 in
+  if k = 0 then r.eof <- true else if k > 0 then Buffer.add_subbytes r.rbuf chunk 0 k
+
+let pg_compact r =
+  if r.rpos > 1048576 || r.rpos = Buffer.length r.rbuf then begin
+    let rest = Buffer.sub r.rbuf r.rpos (Buffer.length r.rbuf - r.rpos) in
+    Buffer.clear r.rbuf; Buffer.add_string r.rbuf rest; r.rpos <- 0
+  end
+
+exception Pg_eof
+
+let rec pg_read_line r =
+  let rec find i = if i >= Buffer.length r.rbuf then -1 else if Buffer.nth r.rbuf i = '\n' then i else find (i + 1) in
+  let i = find r.rpos in
+  if i >= 0 then begin
+    let line = Buffer.sub r.rbuf r.rpos (i - r.rpos) in
+    r.rpos <- i + 1; line
+  end else if r.eof then raise Pg_eof
+  else (pg_fill r; pg_read_line r)
+
+let rec pg_read_exact r n =
+  if Buffer.length r.rbuf - r.rpos >= n then begin
+    let s = Buffer.sub r.rbuf r.rpos n in
+    r.rpos <- r.rpos + n; s
+  end else if r.eof then raise Pg_eof
+  else (pg_fill r; pg_read_exact r n)
+
+let pg_read_frame r =
+  let header = pg_read_line r in
+  match String.split_on_char ' ' header with
+  | [tag; id; n] ->
+      let fields = List.init (int_of_string n) (fun _ -> pg_read_exact r (int_of_string (pg_read_line r))) in
+      pg_compact r; (tag, id, fields)
+  | _ -> failwith ("bad frame header: " ^ String.escaped header)
+
+(* Whether a complete frame is already buffered (so select() must not wait for more bytes). *)
+let pg_frame_buffered r =
+  let s = Buffer.sub r.rbuf r.rpos (Buffer.length r.rbuf - r.rpos) in
+  try
+    let i = String.index s '\n' in
+    match String.split_on_char ' ' (String.sub s 0 i) with
+    | [_; _; n] ->
+        let pos = ref (i + 1) in
+        for _ = 1 to int_of_string n do
+          let j = String.index_from s !pos '\n' in
+          let len = int_of_string (String.sub s !pos (j - !pos)) in
+          if j + 1 + len > String.length s then raise Not_found;
+          pos := j + 1 + len
+        done;
+        true
+    | _ -> true
+  with Not_found | Invalid_argument _ -> false
+
+(* ------------------------------------------------------------------------------------------ *)
+(* loading HOL Light: a half-loaded context must never serve                                   *)
+
+let pg_loaded_files : string list ref = ref []   (* every file HOL's use_file loaded, newest first *)
+
+let pg_note_file s =
+  pg_loaded_files := s :: !pg_loaded_files;
+  pg_log "loading %s (%.0f s)" s (Unix.gettimeofday () -. pg_t0)
+
+let pg_read_file path =   (* to EOF: /proc files report a length of 0 *)
+  let ic = open_in_bin path in
+  let b = Buffer.create 65536 and chunk = Bytes.create 65536 in
+  let rec go () = let k = input ic chunk 0 65536 in if k > 0 then (Buffer.add_subbytes b chunk 0 k; go ()) in
+  go (); close_in ic; Buffer.contents b
+
+let pg_write_file path s =
+  let oc = open_out_gen [Open_wronly; Open_creat; Open_trunc; Open_binary] 0o600 path in
+  output_string oc s; close_out oc
+
+let pg_find_sub s sub from =
+  let n = String.length s and m = String.length sub in
+  let rec go i = if i + m > n then -1 else if String.sub s i m = sub then i else go (i + 1) in
+  go from
+
+(* Debian's hol.ml (20230128) prints "Error in included file" and carries on; newer ones have
+   use_file_raise_failure. Either way we make a failed load raise, and note every file loaded. *)
+let pg_raising_use_file =
+  "let use_file_raise_failure = ref true;;\n\
+   let use_file s =\n\
+  \  pg_note_file s;\n\
+  \  if Toploop.use_file Format.std_formatter s then ()\n\
+  \  else if !use_file_raise_failure then failwith (\"Error in included file \" ^ s)\n\
+  \  else (Format.print_string (\"Error in included file \" ^ s); Format.print_newline ());;\n"
+
+let pg_patch_hol_ml text =
+  let start = pg_find_sub text "let use_file s =" 0 in
+  if start >= 0 then begin
+    let stop = pg_find_sub text ";;" start in
+    if stop < 0 then failwith "hol.ml: cannot find the end of use_file";
+    String.sub text 0 start ^ pg_raising_use_file ^ String.sub text (stop + 2) (String.length text - stop - 2)
+  end else begin
+    let hook = "file_loader := fun s -> Toploop.use_file Format.std_formatter s;;" in
+    let i = pg_find_sub text hook 0 in
+    if i < 0 then failwith "hol.ml: neither a use_file definition nor a Hol_loader file_loader; unsupported layout";
+    String.sub text 0 i
+    ^ "file_loader := (fun s -> pg_note_file s; Toploop.use_file Format.std_formatter s);;\n\
+       use_file_raise_failure := true;;\n"
+    ^ String.sub text (i + String.length hook) (String.length text - i - String.length hook)
+  end
+
+let pg_use path =
+  if not (Toploop.use_file Format.std_formatter path) then failwith ("loading " ^ path ^ " failed")
+
+(* ------------------------------------------------------------------------------------------ *)
+(* the whitelist                                                                               *)
+
+(* Modules a trusted definition may not touch without being tainted, and a submission may never name. *)
+let pg_bad_modules =
+  ["Obj"; "Marshal"; "Sys"; "Unix"; "UnixLabels"; "Toploop"; "Topdirs"; "Topmain"; "Env"; "Typemod";
+   "Typecore"; "Ctype"; "Compmisc"; "Symtable"; "Dynlink"; "Dll"; "Meta"; "Gc"; "Callback"; "Filename";
+   "Digest"; "Scanf"; "In_channel"; "Out_channel"; "Ephemeron"; "Weak"; "Thread"; "Mutex"; "Domain";
+   "Effect"; "Printexc"; "Pcaml"; "Plexer"; "Quotation"; "Grammar"; "Pgsys"; "CamlinternalOO";
+   "CamlinternalMod"; "CamlinternalLazy"; "Location"; "Lexer"; "Parse"; "Pparse"; "Stdlib__Obj"]
+
+(* Values whose use taints a definition: I/O, the process, the loader, the kernel's back doors. *)
+let pg_root_names =
+  ["open_in"; "open_in_bin"; "open_in_gen"; "open_out"; "open_out_bin"; "open_out_gen"; "close_in";
+   "close_in_noerr"; "close_out"; "close_out_noerr"; "input"; "input_line"; "input_char"; "input_byte";
+   "input_binary_int"; "input_value"; "really_input"; "really_input_string"; "output"; "output_value";
+   "output_string"; "output_bytes"; "output_char"; "output_byte"; "output_binary_int"; "output_substring";
+   "seek_in"; "seek_out"; "pos_in"; "pos_out"; "in_channel_length"; "out_channel_length"; "set_binary_mode_in";
+   "set_binary_mode_out"; "read_line"; "read_int"; "read_int_opt"; "read_float"; "read_float_opt"; "exit";
+   "at_exit"; "do_at_exit"; "stdin"; "flush_all"; "mk_thm"; "new_axiom"; "CHEAT_TAC"; "file_of_string";
+   "string_of_file"; "exec"; "load"; "loads"; "loadt"; "needs"; "use_file"; "load_on_path"; "file_on_path";
+   "hol_expand_directory"; "load_path"; "loaded_files"; "hol_dir"; "temp_path"; "use_file_raise_failure";
+   "file_loader"; "update_database"; "pg_note_file"]
+
+(* Names a submission may never use, even where untainted or rebound locally. *)
+let pg_denied_name n =
+  List.mem n pg_root_names
+  || (let has sub = pg_find_sub n sub 0 >= 0 in
+      has "unsafe" || has "jrh_lexer" || has "CHEAT" || has "cheat" || has "axiom")
+  || (String.length n >= 4 && String.sub n 0 4 = "new_")
+  || (String.length n >= 3 && String.sub n 0 3 = "pg_")
+  || List.mem n
+       ["define"; "define_type"; "define_type_raw"; "prove_inductive_relations_exist";
+        "new_inductive_definition"; "parse_as_infix"; "parse_as_prefix"; "parse_as_binder";
+        "unparse_as_infix"; "unparse_as_prefix"; "unparse_as_binder"; "override_interface";
+        "overload_interface"; "reduce_interface"; "remove_interface"; "the_interface"; "make_overloadable";
+        "prioritize_overload"; "prioritize_num"; "prioritize_int"; "prioritize_real"; "hide_constant";
+        "unhide_constant"; "install_user_printer"; "delete_user_printer"; "search"; "help"; "time"; ":=";
+        "set_basic_rewrites"; "extend_basic_rewrites"; "set_basic_convs"; "extend_basic_convs";
+        "the_definitions";
+        "the_specifications"; "the_type_definitions"; "the_inductive_definitions"; "the_inductive_types";
+        "the_projections"; "the_implicit_types"]
+
+(* Stdlib values a submission may use (the typed tree names them Stdlib.x). *)
+let pg_stdlib_values =
+  ["="; "<>"; "=="; "!="; "<"; ">"; "<="; ">="; "compare"; "min"; "max"; "&&"; "||"; "not"; "+"; "-"; "*";
+   "/"; "mod"; "abs"; "~-"; "~+"; "succ"; "pred"; "land"; "lor"; "lxor"; "lsl"; "lsr"; "asr"; "lnot"; "+.";
+   "-."; "*."; "/."; "**"; "float_of_int"; "int_of_float"; "float"; "truncate"; "@"; "^"; "fst"; "snd";
+   "ignore"; "failwith"; "invalid_arg"; "raise"; "string_of_int"; "int_of_string"; "string_of_bool"; "|>";
+   "@@"; "!"; "ref"; "incr"; "decr"; "max_int"; "min_int"]
+
+(* Stdlib modules a submission may use, except any *unsafe* value. *)
+let pg_stdlib_modules = ["List"; "String"; "Char"; "Option"]
+
+module SS = Set.Make (String)
+
+(* The taint analysis over trusted sources: a definition is tainted when its body names a bad
+   module, a root name or a tainted definition; a toplevel effect that names something tainted
+   taints every name it touches (a ref that now holds a tainted function). The whitelist is every
+   name a trusted source defines and leaves untainted. *)
+let pg_defined = ref SS.empty
+let pg_tainted = ref (SS.of_list pg_root_names)
+let pg_modules : (string, SS.t * SS.t) Hashtbl.t = Hashtbl.create 17   (* module -> (defined, tainted) *)
+let pg_taint_why : (string, string) Hashtbl.t = Hashtbl.create 997      (* name -> what tainted it *)
+
+let pg_lid_parts lid = Longident.flatten lid
+let pg_lid_name lid = String.concat "." (pg_lid_parts lid)
+
+(* What taints a trusted definition: a module that reaches the process, the toplevel or memory,
+   or one of the few harmful functions of otherwise harmless modules (Sys.time is fine). *)
+let pg_taint_modules =
+  ["Obj"; "Marshal"; "Unix"; "UnixLabels"; "Toploop"; "Topdirs"; "Topmain"; "Env"; "Typemod"; "Typecore";
+   "Ctype"; "Compmisc"; "Symtable"; "Dynlink"; "Dll"; "Meta"; "Callback"; "Scanf"; "In_channel"; "Out_channel";
+   "Pcaml"; "Plexer"; "Quotation"; "Grammar"; "Pgsys"; "CamlinternalOO"; "CamlinternalMod"; "Lexer"; "Parse";
+   "Pparse"; "Stdlib__Obj"; "Ephemeron"; "Weak"]
+
+let pg_taint_qualified =
+  ["Sys.command"; "Sys.remove"; "Sys.rename"; "Sys.chdir"; "Sys.mkdir"; "Sys.rmdir"; "Sys.readdir";
+   "Sys.signal"; "Sys.set_signal"; "Sys.catch_break"; "Filename.temp_file"; "Filename.open_temp_file";
+   "Digest.file"; "Digest.channel"; "Gc.set"; "Gc.finalise"; "Gc.finalise_last"; "Gc.create_alarm";
+   "Printexc.set_uncaught_exception_handler"; "Format.formatter_of_out_channel"; "Printf.fprintf";
+   "Format.set_formatter_out_channel"]
+
+let pg_bad_lid lid =
+  let parts = pg_lid_parts lid in
+  let parts = match parts with "Stdlib" :: (_ :: _ as rest) -> rest | _ -> parts in
+  match parts with
+  | [n] -> SS.mem n !pg_tainted
+  | m :: _ ->
+      List.mem m pg_taint_modules || List.mem (String.concat "." parts) pg_taint_qualified
+      || List.exists (fun x -> pg_find_sub x "unsafe" 0 >= 0) parts
+      || List.mem (List.nth parts (List.length parts - 1)) pg_root_names
+  | [] -> false
+
+let pg_pat_vars p =
+  let vars = ref [] in
+  let it = { Ast_iterator.default_iterator with
+             Ast_iterator.pat = (fun sub p ->
+               (match p.Parsetree.ppat_desc with
+                | Parsetree.Ppat_var { Location.txt; _ } | Parsetree.Ppat_alias (_, { Location.txt; _ }) ->
+                    vars := txt :: !vars
+                | _ -> ());
+               Ast_iterator.default_iterator.Ast_iterator.pat sub p) } in
+  it.Ast_iterator.pat it p; !vars
+
+(* Identifiers an expression names, less those bound by its own patterns (HOL's parsers name
+   their argument "input": an approximation of scope, for trusted code), and its assignments
+   [r := e] / [r.contents <- e] with the identifiers of [e]. *)
+let pg_refs_of_expr (e : Parsetree.expression) =
+  let refs = ref [] and assigns = ref [] and bound = ref SS.empty in
+  let collect = { Ast_iterator.default_iterator with
+                  Ast_iterator.pat = (fun sub p ->
+                    List.iter (fun v -> bound := SS.add v !bound) (pg_pat_vars p);
+                    Ast_iterator.default_iterator.Ast_iterator.pat sub p) } in
+  collect.Ast_iterator.expr collect e;
+  let rec walk e =
+    let found = ref [] in
+    let it = { Ast_iterator.default_iterator with
+               Ast_iterator.expr = (fun sub x ->
+                 (match x.Parsetree.pexp_desc with
+                  | Parsetree.Pexp_ident { Location.txt; _ } -> found := txt :: !found
+                  | Parsetree.Pexp_apply ({ Parsetree.pexp_desc = Parsetree.Pexp_ident { Location.txt = Longident.Lident ":="; _ }; _ },
+                                          [(_, { Parsetree.pexp_desc = Parsetree.Pexp_ident { Location.txt = Longident.Lident r; _ }; _ }); (_, rhs)])
+                  | Parsetree.Pexp_setfield ({ Parsetree.pexp_desc = Parsetree.Pexp_ident { Location.txt = Longident.Lident r; _ }; _ }, _, rhs) ->
+                      assigns := (r, walk rhs) :: !assigns
+                  | _ -> ());
+                 Ast_iterator.default_iterator.Ast_iterator.expr sub x);
+               Ast_iterator.module_expr = (fun sub m ->
+                 (match m.Parsetree.pmod_desc with
+                  | Parsetree.Pmod_ident { Location.txt; _ } -> found := Longident.Ldot (txt, "_") :: !found
+                  | _ -> ());
+                 Ast_iterator.default_iterator.Ast_iterator.module_expr sub m) } in
+    it.Ast_iterator.expr it e;
+    List.filter (fun lid -> match lid with
+      | Longident.Lident n -> not (SS.mem n !bound)
+      | _ -> true) !found in
+  let r = walk e in
+  (r, !assigns)
+
+(* refs that some trusted code assigns a tainted value: never clean again *)
+let pg_tainted_refs = ref SS.empty
+let pg_current_file = ref ""
+
+let rec pg_analyse_items (items : Parsetree.structure) (defined : SS.t ref) (tainted : SS.t ref) =
+  let bad lid = pg_bad_lid lid || (match pg_lid_parts lid with
+      | [n] -> SS.mem n !tainted || SS.mem n !pg_tainted_refs | _ -> false) in
+  let note_assigns assigns =
+    List.iter (fun (r, rhs) -> match List.find_opt bad rhs with
+      | Some culprit when not (SS.mem r !pg_tainted_refs) ->
+          pg_tainted_refs := SS.add r !pg_tainted_refs;
+          Hashtbl.replace pg_taint_why r ("an assignment of " ^ pg_lid_name culprit)
+      | _ -> ()) assigns in
+  List.iter (fun (item : Parsetree.structure_item) ->
+    match item.Parsetree.pstr_desc with
+    | Parsetree.Pstr_value (_, vbs) ->
+        let names = List.concat_map (fun vb -> pg_pat_vars vb.Parsetree.pvb_pat) vbs in
+        let analysed = List.map (fun vb -> pg_refs_of_expr vb.Parsetree.pvb_expr) vbs in
+        let refs = List.concat_map fst analysed in
+        note_assigns (List.concat_map snd analysed);
+        let culprit = List.find_opt bad refs in
+        List.iter (fun n ->
+          defined := SS.add n !defined;
+          match culprit with
+          | Some lid ->
+              if not (SS.mem n !tainted) then
+                Hashtbl.replace pg_taint_why n (pg_lid_name lid ^ " in " ^ !pg_current_file);
+              tainted := SS.add n !tainted
+          | None -> tainted := SS.remove n !tainted) names
+    | Parsetree.Pstr_eval (e, _) -> note_assigns (snd (pg_refs_of_expr e))
+    | Parsetree.Pstr_primitive vd ->
+        defined := SS.add vd.Parsetree.pval_name.Location.txt !defined;
+        tainted := SS.add vd.Parsetree.pval_name.Location.txt !tainted;
+        Hashtbl.replace pg_taint_why vd.Parsetree.pval_name.Location.txt "external"
+    | Parsetree.Pstr_module { Parsetree.pmb_name = { Location.txt = Some name; _ }; pmb_expr; _ } ->
+        let rec body (m : Parsetree.module_expr) = match m.Parsetree.pmod_desc with
+          | Parsetree.Pmod_structure s -> Some s
+          | Parsetree.Pmod_constraint (m, _) -> body m
+          | _ -> None in
+        (match body pmb_expr with
+         | Some s ->
+             let d = ref SS.empty and t = ref !tainted in
+             pg_analyse_items s d t;
+             Hashtbl.replace pg_modules name (!d, SS.inter !d !t)
+         | None -> ())
+    | Parsetree.Pstr_include { Parsetree.pincl_mod = { Parsetree.pmod_desc = Parsetree.Pmod_ident { Location.txt = Longident.Lident m; _ }; _ }; _ } ->
+        (match Hashtbl.find_opt pg_modules m with
+         | Some (d, t) ->
+             defined := SS.union d !defined;
+             tainted := SS.union t (SS.diff !tainted (SS.diff d t))
+         | None -> ())
+    | _ -> ()) items
+
+let pg_analyse_phrases phrases =
+  List.iter (function
+    | Parsetree.Ptop_def items -> pg_analyse_items items pg_defined pg_tainted
+    | Parsetree.Ptop_dir _ -> ()) phrases
+
+let pg_parse_text name text =
+  let lb = Lexing.from_string text in
+  Lexing.set_filename lb name;
+  !Toploop.parse_use_file lb
+
+let pg_parse_file path =
+  try pg_parse_text path (pg_read_file path)
+  with e -> pg_log "whitelist: cannot re-read %s (%s); its names stay off the whitelist" path (Printexc.to_string e); []
+
+(* Two passes: the second sees every ref the first found assigned a tainted value. *)
+let pg_analyse_files paths =
+  let parsed = List.map (fun p -> (p, pg_parse_file p)) paths in
+  let pass () = List.iter (fun (p, phrases) -> pg_current_file := p; pg_analyse_phrases phrases) parsed in
+  pass ();
+  pg_defined := SS.empty; pg_tainted := SS.of_list pg_root_names; Hashtbl.reset pg_modules; Hashtbl.reset pg_taint_why;
+  pass ()
+
+(* A theorem, term or type is data, not code: the context's earlier lemmas (proved by CHEAT_TAC,
+   as the benchmark prescribes) stay usable although their definitions name CHEAT_TAC. *)
+let pg_data_types = ["thm"; "term"; "hol_type"; "thm list"; "term list"; "hol_type list"; "(string * thm) list"]
+
+let pg_is_data n =
+  match Env.find_value_by_name (Longident.Lident n) !Toploop.toplevel_env with
+  | (_, vd) -> List.mem (Format.asprintf "%a" Printtyp.type_scheme vd.Types.val_type) pg_data_types
+  | exception _ -> false
+
+let pg_allowed n =
+  SS.mem n !pg_defined && not (pg_denied_name n) && (not (SS.mem n !pg_tainted) || pg_is_data n)
+
+(* ------------------------------------------------------------------------------------------ *)
+(* checking a submission                                                                       *)
+
+type pg_outcome = { verdict : string; category : string; reasons : string list; detail : string; goals : string }
+
+exception Pg_reject of pg_outcome
+
+let pg_outcome ?(detail = "") ?(goals = "") verdict category reasons = { verdict; category; reasons; detail; goals }
+let pg_cheat reasons = raise (Pg_reject (pg_outcome "CHEATING" "cheating" reasons))
+
+
+(* The parse tree: exactly one expression, no module/object/extension syntax, identifiers that
+   are whitelisted, bound inside the submission, or unknown (the type checker then says ERROR). *)
+let pg_check_parsetree (e : Parsetree.expression) =
+  let reasons = ref [] in
+  let add r = if not (List.mem r !reasons) then reasons := r :: !reasons in
+  let locals = ref SS.empty in
+  let collect = { Ast_iterator.default_iterator with
+                  Ast_iterator.pat = (fun sub p ->
+                    List.iter (fun v -> locals := SS.add v !locals) (pg_pat_vars p);
+                    Ast_iterator.default_iterator.Ast_iterator.pat sub p) } in
+  collect.Ast_iterator.expr collect e;
+  let check_lid what lid =
+    match pg_lid_parts lid with
+    | [n] ->
+        if pg_denied_name n then add (Printf.sprintf "uses %s, which is never allowed" n)
+        else if not (pg_allowed n || SS.mem n !locals || List.mem n pg_stdlib_values) then begin
+          match Env.find_value_by_name (Longident.Lident n) !Toploop.toplevel_env with
+          | exception Not_found -> ()   (* unbound: a type error, not a cheat *)
+          | _ -> if what = "value" then add (Printf.sprintf "uses %s, which is not on the whitelist" n)
+        end
+    | parts ->
+        let ok = match parts with
+          | ["Stdlib"; v] -> List.mem v pg_stdlib_values
+          | [m; _] | ["Stdlib"; m; _] -> List.mem m pg_stdlib_modules
+          | _ -> false in
+        if not ok || List.exists (fun x -> pg_find_sub x "unsafe" 0 >= 0) parts then
+          add (Printf.sprintf "uses %s: module access is limited to %s" (pg_lid_name lid) (String.concat ", " pg_stdlib_modules))
+  in
+  let forbid what = add (what ^ " is not allowed in a tactic") in
+  let it = { Ast_iterator.default_iterator with
+    Ast_iterator.expr = (fun sub x ->
+      (match x.Parsetree.pexp_desc with
+       | Parsetree.Pexp_ident { Location.txt; _ } -> check_lid "value" txt
+       | Parsetree.Pexp_construct ({ Location.txt = (Longident.Ldot _ as lid); _ }, _) -> check_lid "constructor" lid
+       | Parsetree.Pexp_letmodule _ -> forbid "let module"
+       | Parsetree.Pexp_open _ -> forbid "open"
+       | Parsetree.Pexp_object _ | Parsetree.Pexp_new _ | Parsetree.Pexp_send _ | Parsetree.Pexp_setinstvar _
+       | Parsetree.Pexp_override _ | Parsetree.Pexp_poly _ -> forbid "an object"
+       | Parsetree.Pexp_extension _ -> forbid "an extension node"
+       | Parsetree.Pexp_pack _ -> forbid "a first-class module"
+       | Parsetree.Pexp_letexception _ -> forbid "a local exception"
+       | Parsetree.Pexp_newtype _ -> forbid "a local type"
+       | Parsetree.Pexp_letop _ -> forbid "a binding operator"
+       | Parsetree.Pexp_setfield _ -> forbid "a mutable field update"
+       | Parsetree.Pexp_unreachable -> forbid "an unreachable clause"
+       | _ -> ());
+      Ast_iterator.default_iterator.Ast_iterator.expr sub x);
+    Ast_iterator.pat = (fun sub p ->
+      (match p.Parsetree.ppat_desc with
+       | Parsetree.Ppat_unpack _ -> forbid "a first-class module pattern"
+       | Parsetree.Ppat_extension _ -> forbid "an extension node"
+       | Parsetree.Ppat_open _ -> forbid "open"
+       | Parsetree.Ppat_construct ({ Location.txt = (Longident.Ldot _ as lid); _ }, _) -> check_lid "constructor" lid
+       | _ -> ());
+      Ast_iterator.default_iterator.Ast_iterator.pat sub p);
+    Ast_iterator.typ = (fun sub t ->
+      (match t.Parsetree.ptyp_desc with
+       | Parsetree.Ptyp_package _ -> forbid "a module type"
+       | Parsetree.Ptyp_extension _ -> forbid "an extension node"
+       | Parsetree.Ptyp_class _ | Parsetree.Ptyp_object _ -> forbid "an object type"
+       | _ -> ());
+      Ast_iterator.default_iterator.Ast_iterator.typ sub t);
+    Ast_iterator.attribute = (fun _ a -> add (Printf.sprintf "attribute [@%s] is not allowed" a.Parsetree.attr_name.Location.txt));
+    Ast_iterator.module_expr = (fun sub m -> forbid "a module expression"; Ast_iterator.default_iterator.Ast_iterator.module_expr sub m);
+    Ast_iterator.class_expr = (fun _ _ -> forbid "a class");
+    Ast_iterator.extension = (fun _ _ -> forbid "an extension node") } in
+  it.Ast_iterator.expr it e;
+  List.rev !reasons
+
+(* The typed tree: every identifier is bound inside the submission, or is the current global
+   binding of a whitelisted name, or a whitelisted Stdlib value. *)
+let pg_check_typedtree env (te : Typedtree.expression) =
+  let reasons = ref [] in
+  let add r = if not (List.mem r !reasons) then reasons := r :: !reasons in
+  let locals = ref [] in
+  let collect_pat : type k. Tast_iterator.iterator -> k Typedtree.general_pattern -> unit = fun sub p ->
+    (match p.Typedtree.pat_desc with
+     | Typedtree.Tpat_var (id, _) -> locals := id :: !locals
+     | Typedtree.Tpat_alias (_, id, _) -> locals := id :: !locals
+     | _ -> ());
+    Tast_iterator.default_iterator.Tast_iterator.pat sub p in
+  let collect = { Tast_iterator.default_iterator with Tast_iterator.pat = collect_pat } in
+  collect.Tast_iterator.expr collect te;
+  let is_local id = List.exists (Ident.same id) !locals in
+  let check_path p =
+    match p with
+    | Path.Pident id when is_local id -> ()
+    | Path.Pident id ->
+        let n = Ident.name id in
+        let same = match Env.find_value_by_name (Longident.Lident n) env with
+          | (p', _) -> Path.same p p' | exception Not_found -> false in
+        if not (same && pg_allowed n) then add (Printf.sprintf "typed tree: %s is not a whitelisted global" n)
+    | Path.Pdot (Path.Pident s, v) when Ident.name s = "Stdlib" && List.mem v pg_stdlib_values -> ()
+    | Path.Pdot (Path.Pdot (Path.Pident s, m), v)
+      when Ident.name s = "Stdlib" && List.mem m pg_stdlib_modules && pg_find_sub v "unsafe" 0 < 0 -> ()
+    | Path.Pdot (Path.Pident m, v)
+      when List.mem (Ident.name m) (List.map (fun x -> "Stdlib__" ^ x) pg_stdlib_modules) && pg_find_sub v "unsafe" 0 < 0 -> ()
+    | _ -> add (Printf.sprintf "typed tree: %s is not allowed" (Path.name p)) in
+  let expr sub (x : Typedtree.expression) =
+    (match x.Typedtree.exp_desc with
+     | Typedtree.Texp_ident (p, _, _) -> check_path p
+     | Typedtree.Texp_letmodule _ | Typedtree.Texp_letexception _ | Typedtree.Texp_object _
+     | Typedtree.Texp_pack _ | Typedtree.Texp_open _ | Typedtree.Texp_send _ | Typedtree.Texp_new _
+     | Typedtree.Texp_instvar _ | Typedtree.Texp_setinstvar _ | Typedtree.Texp_override _
+     | Typedtree.Texp_letop _ | Typedtree.Texp_extension_constructor _ | Typedtree.Texp_setfield _ ->
+         add "typed tree: a forbidden construct"
+     | _ -> ());
+    Tast_iterator.default_iterator.Tast_iterator.expr sub x in
+  let it = { Tast_iterator.default_iterator with Tast_iterator.expr = expr } in
+  it.Tast_iterator.expr it te;
+  List.rev !reasons
+
+let pg_error_text e =
+  try Location.report_exception Format.str_formatter e; Format.flush_str_formatter ()
+  with _ -> Printexc.to_string e
+
+let pg_submission_name = "submission"
+
+(* Parse [text] as exactly one OCaml (HOL Light syntax) expression. *)
+let pg_parse_submission text =
+  let trimmed = String.trim text in
+  let body =
+    let n = String.length trimmed in
+    if n >= 2 && String.sub trimmed (n - 2) 2 = ";;" then String.sub trimmed 0 (n - 2) else trimmed in
+  let phrases =
+    try pg_parse_text pg_submission_name (body ^ "\n;;\n")
+    with
+    | Exit -> raise (Pg_reject (pg_outcome "ERROR" "syntax" ["the tactic does not parse"]))  (* camlp5 printed why *)
+    | e -> raise (Pg_reject (pg_outcome "ERROR" "syntax" ["the tactic does not parse"] ~detail:(pg_error_text e))) in
+  match phrases with
+  | [Parsetree.Ptop_def [{ Parsetree.pstr_desc = Parsetree.Pstr_eval (e, []); _ }]] -> e
+  | [] -> raise (Pg_reject (pg_outcome "ERROR" "syntax" ["the submission is empty"]))
+  | [_] -> pg_cheat ["the submission must be one tactic expression, not a definition or directive"]
+  | _ -> pg_cheat ["the submission must be exactly one expression (`;;` separates phrases)"]
+
+let pg_tactic_type = Ast_helper.Typ.constr (Location.mknoloc (Longident.Lident "tactic")) []
+
+(* Parse tree + typed tree checks. Returns the expression, known to have type tactic. *)
+let pg_vet_submission text =
+  let e = pg_parse_submission text in
+  (match pg_check_parsetree e with [] -> () | rs -> pg_cheat rs);
+  let env = !Toploop.toplevel_env in
+  let constrained = Ast_helper.Exp.constraint_ e pg_tactic_type in
+  let te =
+    try Typecore.type_expression env constrained
+    with exn ->
+      let msg = pg_error_text exn in
+      let category = if pg_find_sub msg "Unbound" 0 >= 0 then "undefined" else "type" in
+      raise (Pg_reject (pg_outcome "ERROR" category ["the tactic does not type-check as a tactic"] ~detail:msg)) in
+  (match pg_check_typedtree env te with [] -> () | rs -> pg_cheat rs);
+  e
+
+(* ------------------------------------------------------------------------------------------ *)
+(* HOL-side hooks, filled in by server.ml (HOL syntax) once HOL Light is loaded                *)
+
+(* [pg_prepare goal_text] parses the goal (trusted text) and returns the function that runs a
+   tactic thunk on it and checks the theorem; both are closures made before any submission runs. *)
+let pg_prepare : (string -> ((unit -> Obj.t) -> pg_outcome)) ref = ref (fun _ -> failwith "server.ml not loaded")
+let pg_received : Obj.t option ref = ref None
+let pg_hol_version = ref "unknown"
+
+(* ------------------------------------------------------------------------------------------ *)
+(* isolation                                                                                   *)
+
+let pg_int_of_fd (fd : Unix.file_descr) : int = Obj.magic fd
+let pg_uid_separation = ref false
+
+let pg_mem_kb pid field =
+  try
+    let text = pg_read_file (Printf.sprintf "/proc/%s/%s" pid (if field = "VmRSS" then "status" else "smaps_rollup")) in
+    let i = pg_find_sub text (field ^ ":") 0 in
+    if i < 0 then 0 else
+      let j = String.index_from text i '\n' in
+      let v = String.trim (String.sub text (i + String.length field + 1) (j - i - String.length field - 1)) in
+      int_of_string (List.hd (String.split_on_char ' ' v))
+  with _ -> 0
+
+let pg_private_kb pid = pg_mem_kb pid "Private_Clean" + pg_mem_kb pid "Private_Dirty"
+
+(* A forked process shares its parent's pages until one of them writes. The major GC writes
+   mark bits all over the heap, so a root or zygote that collects turns the shared HOL heap into
+   private copies. They allocate little, so after loading their major GC is all but switched
+   off; a worker gets the normal settings back before anything runs. *)
+let pg_gc_normal = ref (Gc.get ())
+
+let pg_quiet_gc () =
+  Gc.set { !pg_gc_normal with Gc.space_overhead = 1000000; Gc.max_overhead = 1000000 }
+
+(* ------------------------------------------------------------------------------------------ *)
+(* worker                                                                                      *)
+
+let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
+  let reply o = pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" o.reasons; o.detail; o.goals] in
+  let outcome =
+    try
+      Gc.set !pg_gc_normal;
+      Pgsys.die_with_parent ();
+      let devnull = Unix.openfile "/dev/null" [Unix.O_RDONLY] 0 in
+      Unix.dup2 devnull Unix.stdin; Unix.close devnull;
+      Unix.dup2 out_fd Unix.stdout; Unix.dup2 out_fd Unix.stderr; Unix.close out_fd;
+      Pgsys.close_fds_except (pg_int_of_fd verdict_fd) (-1);
+      (* 1. the goal, from trusted text, before anything of the submission is looked at *)
+      let run = try !pg_prepare goal with
+        | Failure m -> raise (Pg_reject (pg_outcome "ERROR" "goal" ["the task's goal does not parse: " ^ m]))
+        | e -> raise (Pg_reject (pg_outcome "ERROR" "goal" ["the task's goal does not parse: " ^ Printexc.to_string e])) in
+      (* 2. the submission: one expression of type tactic, whitelisted on both trees *)
+      Location.input_name := pg_submission_name;
+      let e = pg_vet_submission proof in
+      (* 3. drop privileges before any submission code runs *)
+      Pgsys.setrlimit 0 mem_bytes;
+      Pgsys.setrlimit 1 cpu_s;
+      Pgsys.setrlimit 3 0;
+      Pgsys.setrlimit 5 0;
+      if uid > 0 then begin
+        Unix.setgroups [||]; Unix.setgid uid; Unix.setuid uid;
+        Pgsys.setrlimit 2 0
+      end;
+      Pgsys.no_new_privs ();
+      (* The thunk is compiled before seccomp closes open(): the compiler may read .cmi files. *)
+      let wrapper = Ast_helper.Exp.apply
+          (Ast_helper.Exp.ident (Location.mknoloc (Longident.Lident "pg_receive")))
+          [Asttypes.Nolabel, Ast_helper.Exp.fun_ Asttypes.Nolabel None (Ast_helper.Pat.any ()) e] in
+      pg_received := None;
+      let ok = Toploop.execute_phrase false Format.err_formatter
+          (Parsetree.Ptop_def [Ast_helper.Str.eval wrapper]) in
+      let thunk = match !pg_received with
+        | Some t when ok -> t
+        | _ -> raise (Pg_reject (pg_outcome "ERROR" "type" ["the tactic could not be compiled"])) in
+      (* defence in depth: where the kernel refuses a filter, the uid and the whitelist still hold *)
+      (try ignore (Pgsys.seccomp_worker ()) with Failure _ -> ());
+      (* 4. run it; the checks were bound in closures by step 1 *)
+      run (Obj.obj thunk)
+    with
+    | Pg_reject o -> o
+    | Out_of_memory -> pg_outcome "ERROR" "resource" ["the tactic ran out of memory"]
+    | Stack_overflow -> pg_outcome "ERROR" "resource" ["the tactic overflowed the stack"]
+    | e -> pg_outcome "ERROR" "other" ["unexpected exception in the checker: " ^ Printexc.to_string e] in
+  (try flush stdout; flush stderr; reply outcome with _ -> ());
+  Unix._exit 0
+
+(* ------------------------------------------------------------------------------------------ *)
+(* zygote: one loaded problem context, forks workers, kills them at their deadline            *)
+
+type pg_job = {
+  jid : string; jpid : int; jverdict : Unix.file_descr; jout : Unix.file_descr; jdeadline : float;
+  jstart : float; jmem_kb : int; vbuf : Buffer.t; obuf : Buffer.t; mutable vdone : bool; mutable odone : bool;
+  mutable killed : string; }
+
+let pg_max_output = 65536
+
+(* Read what is there: `Eof (writer gone), `Again (nothing now) or `Data. Bytes past [limit] are dropped. *)
+let pg_drain fd buf limit =
+  let chunk = pg_chunk in
+  match Unix.read fd chunk 0 65536 with
+  | 0 -> `Eof
+  | k -> (if Buffer.length buf < limit then Buffer.add_subbytes buf chunk 0 (min k (limit - Buffer.length buf))); `Data
+  | exception Unix.Unix_error ((Unix.EAGAIN | Unix.EINTR), _, _) -> `Again
+  | exception Unix.Unix_error _ -> `Eof
+
+let pg_tail s n = if String.length s <= n then s else "..." ^ String.sub s (String.length s - n) n
+
+let pg_parse_verdict s =
+  try
+    let r = { rfd = Unix.stdin; rbuf = Buffer.create (String.length s); rpos = 0; eof = true } in
+    Buffer.add_string r.rbuf s;
+    match pg_read_frame r with
+    | ("V", _, [v; c; reasons; detail; goals]) when List.mem v ["OK"; "FAIL"; "CHEATING"; "TIMEOUT"; "ERROR"] ->
+        Some (v, c, reasons, detail, goals)
+    | _ -> None
+  with _ -> None
+
+let pg_zygote ~cmd_fd ~res_fd =
+  let r = pg_reader cmd_fd in
+  let jobs : pg_job list ref = ref [] in
+  let finish j status =
+    let wall_ms = int_of_float ((Unix.gettimeofday () -. j.jstart) *. 1000.) in
+    let output = pg_tail (Buffer.contents j.obuf) 4000 in
+    let verdict, category, reasons, detail, goals =
+      if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "")
+      else if j.killed = "memory" then ("ERROR", "resource", "the tactic used more memory than allowed and was killed", "", "")
+      else match pg_parse_verdict (Buffer.contents j.vbuf) with
+        | Some v -> v
+        | None ->
+            let how = match status with
+              | Unix.WEXITED c -> Printf.sprintf "exited with status %d" c
+              | Unix.WSIGNALED s -> Printf.sprintf "was killed by signal %d" s
+              | Unix.WSTOPPED s -> Printf.sprintf "stopped by signal %d" s in
+            ("ERROR", "resource", "the worker " ^ how ^ " without a verdict", "", "") in
+    let messages = String.concat "\n" (List.filter (fun s -> s <> "") [detail; output]) in
+    pg_send res_fd "RESULT" j.jid [verdict; category; reasons; messages; string_of_int wall_ms; goals] in
+  let start_job id goal proof timeout_ms mem_bytes uid =
+    let vr, vw = Unix.pipe ~cloexec:false () in
+    let or_, ow = Unix.pipe ~cloexec:false () in
+    let cpu_s = timeout_ms / 1000 + 5 in
+    match Unix.fork () with
+    | 0 ->
+        Unix.close vr; Unix.close or_; Unix.close cmd_fd; Unix.close res_fd;
+        pg_worker ~verdict_fd:vw ~out_fd:ow ~goal ~proof ~uid ~mem_bytes ~cpu_s
+    | pid ->
+        Unix.close vw; Unix.close ow;
+        Unix.set_nonblock vr; Unix.set_nonblock or_;
+        let now = Unix.gettimeofday () in
+        jobs := { jid = id; jpid = pid; jverdict = vr; jout = or_; jdeadline = now +. float timeout_ms /. 1000.;
+                  jstart = now; jmem_kb = mem_bytes / 1024; vbuf = Buffer.create 1024; obuf = Buffer.create 1024;
+                  vdone = false; odone = false; killed = "" } :: !jobs in
+  let kill j why = if j.killed = "" then j.killed <- why; (try Unix.kill j.jpid Sys.sigkill with _ -> ()) in
+  while true do
+    let fds = List.concat_map (fun j -> (if j.vdone then [] else [j.jverdict]) @ (if j.odone then [] else [j.jout])) !jobs in
+    let now = Unix.gettimeofday () in
+    let wait =
+      if pg_frame_buffered r then 0.0
+      else if !jobs = [] then -1.0
+      else List.fold_left (fun acc j -> min acc (max 0.0 (j.jdeadline -. now))) 0.05 !jobs in
+    let readable = match Unix.select (if pg_frame_buffered r then fds else cmd_fd :: fds) [] [] wait with
+      | (rd, _, _) -> rd | exception Unix.Unix_error (Unix.EINTR, _, _) -> [] in
+    if List.mem cmd_fd readable || pg_frame_buffered r then begin
+      match pg_read_frame r with
+      | ("CHECK", id, [goal; proof; timeout_ms; mem_bytes; uid]) ->
+          start_job id goal proof (int_of_string timeout_ms) (int_of_string mem_bytes) (int_of_string uid)
+      | ("QUIT", _, _) -> Unix._exit 0
+      | (tag, _, _) -> pg_log "zygote: unknown command %s" tag
+      | exception (Pg_eof | Failure _) -> List.iter (fun j -> kill j "") !jobs; Unix._exit 0
+    end;
+    List.iter (fun j ->
+      if List.mem j.jverdict readable then j.vdone <- pg_drain j.jverdict j.vbuf 1048576 = `Eof;
+      if List.mem j.jout readable then j.odone <- pg_drain j.jout j.obuf pg_max_output = `Eof) !jobs;
+    let now = Unix.gettimeofday () in
+    List.iter (fun j ->
+      if j.killed = "" && now >= j.jdeadline then kill j "timeout"
+      else if j.killed = "" && pg_mem_kb (string_of_int j.jpid) "VmRSS" > j.jmem_kb then kill j "memory") !jobs;
+    jobs := List.filter (fun j ->
+      let gone = match Unix.waitpid [Unix.WNOHANG] j.jpid with
+        | (0, _) -> None | (_, st) -> Some st | exception Unix.Unix_error _ -> Some (Unix.WEXITED 255) in
+      match gone with
+      | None -> true
+      | Some st ->
+          (* read what is left: the verdict is complete once the worker is gone *)
+          let rec rest fd buf limit = if pg_drain fd buf limit = `Data then rest fd buf limit in
+          rest j.jverdict j.vbuf 1048576;
+          rest j.jout j.obuf pg_max_output;
+          Unix.close j.jverdict; Unix.close j.jout;
+          finish j st; false) !jobs
+  done
+
+let pg_load_context name text =
+  let phrases = pg_parse_text name text in
+  pg_analyse_phrases phrases;
+  List.iter (fun ph ->
+    if not (Toploop.execute_phrase true Format.std_formatter ph) then failwith "a phrase of the context failed") phrases
+
+(* ------------------------------------------------------------------------------------------ *)
+(* root                                                                                        *)
+
+type pg_zyg = {
+  zkey : string; zpid : int; zcmd : Unix.file_descr; zres : pg_reader; mutable zjobs : string list;
+  mutable zloading : string option;  (* the CTX request it has not answered yet *) }
+
+let pg_root () =
+  let r = pg_reader Unix.stdin in
+  let zygotes : (string, pg_zyg) Hashtbl.t = Hashtbl.create 17 in
+  let uid_counter = ref 0 in
+  let out tag id fields = pg_send pg_protocol_out tag id fields in
+  let reap z = (try Unix.close z.zcmd with _ -> ()); (try Unix.close z.zres.rfd with _ -> ());
+    (try Unix.kill z.zpid Sys.sigkill with _ -> ()); (try ignore (Unix.waitpid [] z.zpid) with _ -> ());
+    Hashtbl.remove zygotes z.zkey in
+  let lost z why =
+    (match z.zloading with
+     | Some id -> out "CTX" id ["fail"; "the context's zygote died while loading it (" ^ why ^ ")"; "0"; "0"; "0"]
+     | None -> ());
+    List.iter (fun id -> out "RESULT" id ["ERROR"; "resource"; "the context's zygote died during the attempt (" ^ why ^ ")"; ""; "0"; ""]) z.zjobs;
+    out "ZDIED" "0" [z.zkey; why]; reap z in
+  let new_zygote id key text timeout_ms =
+    let c_r, c_w = Unix.pipe ~cloexec:false () in
+    let r_r, r_w = Unix.pipe ~cloexec:false () in
+    match Unix.fork () with
+    | 0 ->
+        Pgsys.die_with_parent ();
+        Unix.close c_w; Unix.close r_r;
+        let devnull = Unix.openfile "/dev/null" [Unix.O_RDONLY] 0 in
+        Unix.dup2 devnull Unix.stdin; Unix.close devnull;
+        Unix.dup2 Unix.stderr Unix.stdout;
+        Pgsys.close_fds_except (pg_int_of_fd c_r) (pg_int_of_fd r_w);
+        Gc.set !pg_gc_normal;  (* loading allocates: collect normally until it is done *)
+        let t = Unix.gettimeofday () in
+        ignore (Unix.alarm (max 1 (timeout_ms / 1000)));  (* the zygote is trusted; the alarm bounds a stuck load *)
+        (match pg_load_context ("context " ^ key) text with
+         | () ->
+             ignore (Unix.alarm 0);
+             Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
+             pg_quiet_gc ();
+             let self = string_of_int (Unix.getpid ()) in
+             pg_send r_w "CTX" id ["ok"; ""; string_of_int (pg_mem_kb self "VmRSS"); string_of_int (pg_private_kb self);
+                                    string_of_int (int_of_float ((Unix.gettimeofday () -. t) *. 1000.))];
+             pg_zygote ~cmd_fd:c_r ~res_fd:r_w
+         | exception e ->
+             pg_send r_w "CTX" id ["fail"; pg_error_text e; "0"; "0"; "0"];
+             Unix._exit 1)
+    | pid ->
+        Unix.close c_r; Unix.close r_w;
+        Hashtbl.replace zygotes key
+          { zkey = key; zpid = pid; zcmd = c_w; zres = pg_reader r_r; zjobs = []; zloading = Some id } in
+  while true do
+    let zs = Hashtbl.fold (fun _ z acc -> z :: acc) zygotes [] in
+    let buffered = pg_frame_buffered r || List.exists (fun z -> pg_frame_buffered z.zres) zs in
+    let readable = match Unix.select (Unix.stdin :: List.map (fun z -> z.zres.rfd) zs) [] [] (if buffered then 0.0 else -1.0) with
+      | (rd, _, _) -> rd | exception Unix.Unix_error (Unix.EINTR, _, _) -> [] in
+    if List.mem Unix.stdin readable || pg_frame_buffered r then begin
+      match pg_read_frame r with
+      | ("CTX", id, [key; text; timeout_ms]) ->
+          (match Hashtbl.find_opt zygotes key with Some z -> reap z | None -> ());
+          Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
+          new_zygote id key text (int_of_string timeout_ms)
+      | ("CHECK", id, [key; goal; proof; timeout_ms; mem_bytes]) ->
+          (match Hashtbl.find_opt zygotes key with
+           | None -> out "RESULT" id ["ERROR"; "resource"; "no zygote for this context (it was evicted or died)"; ""; "0"; ""]
+           | Some z ->
+               incr uid_counter;
+               let uid = if !pg_uid_separation then PG_CONFIG_uid_base + (!uid_counter mod 60000) else 0 in
+               z.zjobs <- id :: z.zjobs;
+               (try pg_send z.zcmd "CHECK" id [goal; proof; timeout_ms; mem_bytes; string_of_int uid]
+                with _ -> lost z "its command pipe is closed"))
+      | ("EVICT", id, [key]) ->
+          (match Hashtbl.find_opt zygotes key with
+           | Some z ->
+               (* attempts still running there are asked again by the client, on a fresh zygote *)
+               List.iter (fun j -> out "RESULT" j ["ERROR"; "resource"; "no zygote for this context (it was evicted)"; ""; "0"; ""]) z.zjobs;
+               (try pg_send z.zcmd "QUIT" "0" [] with _ -> ()); reap z
+           | None -> ());
+          out "EVICTED" id [key]
+      | ("STATS", id, []) ->
+          let self = string_of_int (Unix.getpid ()) in
+          let lines = Hashtbl.fold (fun _ z acc ->
+              let p = string_of_int z.zpid in
+              Printf.sprintf "%s %d %d" z.zkey (pg_mem_kb p "VmRSS") (pg_private_kb p) :: acc) zygotes
+              [Printf.sprintf "root %d %d" (pg_mem_kb self "VmRSS") (pg_private_kb self)] in
+          out "STATS" id [String.concat "\n" lines]
+      | ("QUIT", _, _) -> Hashtbl.iter (fun _ z -> (try Unix.kill z.zpid Sys.sigkill with _ -> ())) zygotes; exit 0
+      | (tag, id, _) -> out "BAD" id ["unknown command " ^ tag]
+      | exception (Pg_eof | Failure _) -> Hashtbl.iter (fun _ z -> (try Unix.kill z.zpid Sys.sigkill with _ -> ())) zygotes; exit 0
+    end;
+    List.iter (fun z ->
+      if List.mem z.zres.rfd readable || pg_frame_buffered z.zres then
+        match pg_read_frame z.zres with
+        | (tag, id, fields) ->
+            if tag = "RESULT" then z.zjobs <- List.filter (fun j -> j <> id) z.zjobs;
+            if tag = "CTX" then z.zloading <- None;
+            if tag = "CTX" && List.hd fields <> "ok" then reap z;
+            out tag id fields
+        | exception (Pg_eof | Failure _) ->
+            let why = match Unix.waitpid [Unix.WNOHANG] z.zpid with
+              | (0, _) -> "closed its pipe"
+              | (_, Unix.WEXITED c) -> Printf.sprintf "exit %d" c
+              | (_, Unix.WSIGNALED s) -> Printf.sprintf "signal %d" s
+              | _ -> "stopped"
+              | exception _ -> "gone" in
+            if Hashtbl.mem zygotes z.zkey then lost z why) zs
+  done
+
+(* ------------------------------------------------------------------------------------------ *)
+(* start-up                                                                                    *)
+
+let () =
+  try
+    Sys.catch_break false;
+    (try Pgsys.setrlimit 5 0 with _ -> ());
+    pg_uid_separation := PG_CONFIG_uid_separation;
+    if PG_CONFIG_prelude <> "" then pg_use PG_CONFIG_prelude;
+    let hol_ml = Filename.concat PG_CONFIG_hol_dir "hol.ml" in
+    let patched = Filename.concat PG_CONFIG_workdir "hol_patched.ml" in
+    pg_write_file patched (pg_patch_hol_ml (pg_read_file hol_ml));
+    pg_note_file hol_ml;
+    pg_use patched;
+    if PG_CONFIG_cwd <> "" then Sys.chdir PG_CONFIG_cwd;
+    if PG_CONFIG_setup <> "" then begin pg_note_file PG_CONFIG_setup; pg_use PG_CONFIG_setup end;
+    pg_use PG_CONFIG_server;
+    let t = Unix.gettimeofday () in
+    pg_analyse_files (List.rev !pg_loaded_files);
+    let n_allowed = SS.cardinal (SS.filter pg_allowed !pg_defined) in
+    pg_log "whitelist: %d names allowed, %d tainted (%.1f s)" n_allowed
+      (SS.cardinal (SS.inter !pg_defined !pg_tainted)) (Unix.gettimeofday () -. t);
+    if (Filename.concat PG_CONFIG_workdir "whitelist.tsv") <> "" then begin
+      let oc = open_out (Filename.concat PG_CONFIG_workdir "whitelist.tsv") in
+      SS.iter (fun n ->
+        Printf.fprintf oc "%s\t%s\n" n
+          (if pg_allowed n then "allowed"
+           else if pg_denied_name n then "denied"
+           else "tainted by " ^ (try Hashtbl.find pg_taint_why n with Not_found -> "?"))) !pg_defined;
+      close_out oc
+    end;
+    Gc.compact ();
+    let self = string_of_int (Unix.getpid ()) in
+    pg_send pg_protocol_out "READY" "0"
+      [PG_CONFIG_nonce; !pg_hol_version; Sys.ocaml_version; string_of_int (int_of_float ((Unix.gettimeofday () -. pg_t0) *. 1000.));
+       string_of_int (pg_mem_kb self "VmRSS"); string_of_int n_allowed; (if !pg_uid_separation then "1" else "0")];
+    pg_gc_normal := Gc.get ();
+    pg_quiet_gc ()
+  with e ->
+    let msg = pg_error_text e in
+    (try pg_send pg_protocol_out "LOADFAIL" "0" [msg] with _ -> ());
+    exit 2
+
+let () = pg_root ()

@@ -1,0 +1,1064 @@
+"""Verifier pools: many checks at once on warm verifiers. One interface, two engines.
+
+Why a pool: a verifier is only fast when it is warm (a Coq context loaded once in a ``coqidetop``,
+a HOL Light zygote forked once), and one verifier checks one proof at a time. A pool keeps ``N``
+workers, each holding one warm verifier per system (made by
+:func:`~proofgym.envs.verifiers.base.make_verifier`, so any system plugs in), and sends each check
+to a worker that already has its context warm.
+
+The interface (:class:`VerifierPool`) is what evaluation, the GRPO reward functions, the vector
+envs and the verifier HTTP service all use:
+
+- :meth:`VerifierPool.submit` -> a :class:`concurrent.futures.Future` of a :class:`PoolResult`;
+  blocks while ``max_pending`` checks are unfinished (back-pressure);
+- :meth:`VerifierPool.imap_unordered` (sync) and :meth:`VerifierPool.check_many` (asyncio): results
+  in completion order, each tagged with its request id, with a bounded number in flight; the
+  requests are pulled lazily, so a generator that calls a model is only asked for the next proof
+  when there is room;
+- :meth:`VerifierPool.check_batch`: results in input order (reward functions);
+- :meth:`VerifierPool.as_verifier`: a :class:`~proofgym.envs.verifiers.base.Verifier` view, so an
+  env or a strategy can take a pool where it takes a verifier.
+
+Harness failures are values here, not exceptions: a :class:`PoolResult` carries either a
+:class:`~proofgym.envs.types.CheckResult` or ``harness_error`` (the verifier broke, the worker died
+twice, the task does not load...). Callers must never score one as 0; ``PoolResult.reward`` is
+``None`` for them.
+
+Engines: :class:`LocalVerifierPool` (worker processes on this machine) and
+:class:`~proofgym.envs.verifiers.ray_pool.RayVerifierPool` (one actor per node and system, each a
+local pool). :func:`make_pool` picks one by name.
+
+Faults the local engine handles (see ``tests/test_faults.py``):
+
+- a worker killed mid-check (SIGKILL, OOM killer): the check is retried once on a fresh worker, or
+  returned as a ``worker_died`` harness failure if that worker dies too; a replacement worker is
+  started at once, and checks queued behind the dead one move on;
+- a check that never answers: the worker is killed at a watchdog deadline far beyond the verifier's
+  own, and the check is a ``watchdog`` harness failure (a hang would hang again: no retry);
+- ``close()`` is idempotent, stops the workers (SIGKILL after a grace period), reaps them, and
+  removes their temp dirs; workers die with the pool's process (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import ctypes
+import hashlib
+import importlib
+import inspect
+import itertools
+import logging
+import multiprocessing
+import os
+import queue
+import resource
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_ready
+from typing import Any
+
+from proofgym.envs.errors import ProofgymError, TaskFormatError, VerifierCrashed, VerifierError
+from proofgym.envs.rewards import RewardMap
+from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+
+__all__ = [
+    "CheckRequest",
+    "LocalVerifierPool",
+    "PoolClosed",
+    "PoolFull",
+    "PoolResult",
+    "PoolVerifier",
+    "VerifierPool",
+    "make_pool",
+    "routing_key",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind``).
+HARNESS_KINDS = ("verifier", "task", "worker_died", "watchdog", "internal", "closed")
+
+_DEFAULT_REWARDS = RewardMap()
+
+
+class PoolClosed(VerifierError):
+    """The pool was closed while a check was waiting or running (or a check was submitted after)."""
+
+
+class PoolFull(ProofgymError):
+    """``submit(..., block=False)`` found ``max_pending`` checks unfinished. Not a harness failure: retry later."""
+
+
+# --------------------------------------------------------------------------------------------
+# values
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One check to run: ``proof`` against ``task``, tagged with ``request_id`` (any picklable, hashable value)."""
+
+    task: Task
+    proof: str
+    request_id: Any = None
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    """The outcome of one request: a verdict, or a harness failure. Never both.
+
+    Attributes:
+        request_id: The id given at submit time (or a counter the pool assigned).
+        task_id: The task's id.
+        system: The task's system.
+        result: The verifier's :class:`CheckResult`; ``None`` for a harness failure.
+        harness_error: One line saying what broke (``""`` when there is a verdict).
+        error_kind: One of :data:`HARNESS_KINDS` (``""`` when there is a verdict).
+        attempts: Workers the check was sent to (2 when a worker died under it and it was retried).
+        worker: Which worker answered, e.g. ``local:1:12345`` (slot 1, pid 12345).
+        queue_s: Seconds from submit to the start of the last attempt.
+        total_s: Seconds from submit to the result.
+    """
+
+    request_id: Any
+    task_id: str
+    system: str
+    result: CheckResult | None = None
+    harness_error: str = ""
+    error_kind: str = ""
+    attempts: int = 1
+    worker: str = ""
+    queue_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def harness_failure(self) -> bool:
+        return self.result is None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return None if self.result is None else self.result.verdict
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.result.verdict is Verdict.OK
+
+    def reward(self, reward_map: RewardMap = _DEFAULT_REWARDS) -> float | None:
+        """The reward of the verdict; ``None`` for a harness failure (TRL drops it; never score it 0)."""
+        return reward_map(self.result)
+
+    def raise_for_harness(self) -> CheckResult:
+        """The :class:`CheckResult`, or :class:`~proofgym.envs.errors.VerifierCrashed` for a harness failure."""
+        if self.result is None:
+            raise VerifierCrashed(f"{self.error_kind}: {self.harness_error}")
+        return self.result
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the verdict fields of :meth:`CheckResult.to_dict`, or ``harness_error``/``error_kind``."""
+        row: dict[str, Any] = {"request_id": self.request_id, "task_id": self.task_id, "system": self.system,
+                               "attempts": self.attempts, "worker": self.worker}
+        if self.result is None:
+            row.update(verdict=None, harness_error=self.harness_error, error_kind=self.error_kind)
+        else:
+            row.update(self.result.to_dict())
+        return row
+
+
+RequestLike = CheckRequest | tuple[Any, ...]
+
+
+def _unpack(request: RequestLike) -> tuple[Any, Task, Any]:
+    """``CheckRequest``, ``(task, proof)`` or ``(request_id, task, proof)`` -> (request_id, task, proof)."""
+    if isinstance(request, CheckRequest):
+        return request.request_id, _as_task(request.task), request.proof
+    if isinstance(request, tuple) and len(request) == 2:
+        return None, _as_task(request[0]), request[1]
+    if isinstance(request, tuple) and len(request) == 3:
+        return request[0], _as_task(request[1]), request[2]
+    raise TypeError(f"a request is a CheckRequest, (task, proof) or (request_id, task, proof); got {request!r:.80}")
+
+
+def _as_task(task: Task | Mapping[str, Any]) -> Task:
+    if isinstance(task, Task):
+        return task
+    return Task.from_dict(dict(task))
+
+
+def routing_key(task: Task) -> str:
+    """Which warm state a check needs: tasks with the same key share a worker when they can.
+
+    Tasks of one source file (``metadata.file``) share a key: the Coq verifier extends one warm
+    session along the file. Otherwise the key is the system, the HOL Light base, and a hash of
+    the context.
+    """
+    source = task.metadata.get("file")
+    if source:
+        return f"{task.system}:file:{source}"
+    digest = hashlib.blake2b(task.context.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return f"{task.system}:{task.metadata.get('base', '')}:{digest}"
+
+
+# --------------------------------------------------------------------------------------------
+# the interface
+
+
+class VerifierPool(abc.ABC):
+    """Checks proofs on warm verifiers in parallel; see the module docstring.
+
+    Subclasses implement :meth:`_dispatch` (queue one check and resolve its future exactly once,
+    never raising for a harness failure), :meth:`close` and :meth:`stats`.
+    """
+
+    engine = ""
+
+    def __init__(self, *, max_pending: int) -> None:
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be >= 1, got {max_pending}")
+        self.max_pending = int(max_pending)
+        self._capacity = threading.Semaphore(self.max_pending)
+        self._ids = itertools.count()
+        self._count_lock = threading.Lock()
+        self._pending = 0
+        self._closed = False
+
+    # -- to implement -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _dispatch(self, request_id: Any, task: Task, proof: str, future: Future[PoolResult]) -> None:
+        """Queue one check; resolve ``future`` exactly once with a :class:`PoolResult`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop every worker; unfinished checks become ``closed`` harness failures. Idempotent."""
+
+    @abc.abstractmethod
+    def stats(self) -> dict[str, Any]:
+        """Counters for logs and metrics (pending, verdicts, harness failures, restarts...)."""
+
+    # -- submitting ---------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Checks submitted and not finished (queued or running)."""
+        return self._pending
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, task: Task | Mapping[str, Any], proof: Any, *, request_id: Any = None, block: bool = True,
+               timeout: float | None = None) -> Future[PoolResult]:
+        """Queue one check; the future's result is a :class:`PoolResult` (never an exception for a harness failure).
+
+        Back-pressure: with ``max_pending`` checks unfinished, this blocks (``block=True``, up to
+        ``timeout`` seconds) or raises :class:`PoolFull`. A non-text ``proof`` is an ``ERROR``
+        verdict at once, like a non-text env action.
+        """
+        if self._closed:
+            raise PoolClosed(f"the {self.engine} verifier pool is closed")
+        task = _as_task(task)
+        acquired = self._capacity.acquire(timeout=timeout) if block else self._capacity.acquire(blocking=False)
+        if not acquired:
+            raise PoolFull(f"{self.max_pending} checks are already pending; wait for one to finish")
+        with self._count_lock:
+            self._pending += 1
+        future: Future[PoolResult] = Future()
+        future.add_done_callback(self._release)
+        rid = next(self._ids) if request_id is None else request_id
+        if not isinstance(proof, str):
+            future.set_running_or_notify_cancel()
+            result = CheckResult(Verdict.ERROR, (f"proof must be text, got {type(proof).__name__}",),
+                                 error_category=ErrorCategory.SYNTAX, backend="pool")
+            future.set_result(PoolResult(rid, task.id, task.system, result, attempts=0))
+            return future
+        try:
+            self._dispatch(rid, task, proof, future)
+        except BaseException:
+            if not future.done():
+                future.cancel()
+            raise
+        return future
+
+    def _release(self, _future: Future[PoolResult]) -> None:
+        with self._count_lock:
+            self._pending -= 1
+        self._capacity.release()
+
+    # -- many at once -------------------------------------------------------------------------
+    def imap_unordered(self, requests: Iterable[RequestLike], *, window: int | None = None) -> Iterator[PoolResult]:
+        """Results in completion order, at most ``window`` (default ``max_pending``) in flight.
+
+        ``requests`` is pulled lazily: the next request is taken only when there is room, so a
+        generator that asks a model for each proof is throttled by the verifiers. Leaving the loop
+        early cancels what has not started.
+        """
+        window = max(1, min(window or self.max_pending, self.max_pending))
+        finished: queue.SimpleQueue[Future[PoolResult]] = queue.SimpleQueue()
+        inflight: set[Future[PoolResult]] = set()
+        source = iter(requests)
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(inflight) < window:
+                    try:
+                        request = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    rid, task, proof = _unpack(request)
+                    future = self.submit(task, proof, request_id=rid)
+                    inflight.add(future)
+                    future.add_done_callback(finished.put)
+                if not inflight:
+                    return
+                future = finished.get()
+                inflight.discard(future)
+                yield future.result()
+        finally:
+            for future in inflight:
+                future.cancel()
+
+    async def check_many(self, requests: Iterable[RequestLike] | AsyncIterable[RequestLike], *,
+                         window: int | None = None) -> AsyncIterator[PoolResult]:
+        """The asyncio form of :meth:`imap_unordered`: ``async for result in pool.check_many(reqs)``.
+
+        The event loop never blocks: when the pool is full (other users share it), the blocking
+        submit runs in a thread.
+        """
+        loop = asyncio.get_running_loop()
+        window = max(1, min(window or self.max_pending, self.max_pending))
+        finished: asyncio.Queue[Future[PoolResult]] = asyncio.Queue()
+
+        def on_done(future: Future[PoolResult]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting any more
+                loop.call_soon_threadsafe(finished.put_nowait, future)
+
+        source = _aiter(requests)
+        inflight: set[Future[PoolResult]] = set()
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(inflight) < window:
+                    try:
+                        request = await source.__anext__()
+                    except StopAsyncIteration:
+                        exhausted = True
+                        break
+                    rid, task, proof = _unpack(request)
+                    try:
+                        future = self.submit(task, proof, request_id=rid, block=False)
+                    except PoolFull:
+                        future = await asyncio.to_thread(self.submit, task, proof, request_id=rid)
+                    inflight.add(future)
+                    future.add_done_callback(on_done)
+                if not inflight:
+                    return
+                future = await finished.get()
+                inflight.discard(future)
+                yield future.result()
+        finally:
+            for future in inflight:
+                future.cancel()
+
+    def check_batch(self, requests: Iterable[RequestLike], *, timeout: float | None = None) -> list[PoolResult]:
+        """Results in input order (reward functions score a batch in the order it came)."""
+        futures = []
+        for request in requests:
+            rid, task, proof = _unpack(request)
+            futures.append(self.submit(task, proof, request_id=rid))
+        return [f.result(timeout=timeout) for f in futures]
+
+    def check(self, task: Task | Mapping[str, Any], proof: Any) -> CheckResult:
+        """One check, like :meth:`Verifier.check`: raises :class:`VerifierError` for a harness failure."""
+        return self.submit(task, proof).result().raise_for_harness()
+
+    def as_verifier(self, system: str) -> PoolVerifier:
+        """A :class:`~proofgym.envs.verifiers.base.Verifier` for ``system`` backed by this pool."""
+        return PoolVerifier(self, system)
+
+    def __enter__(self) -> VerifierPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _aiter(requests: Iterable[RequestLike] | AsyncIterable[RequestLike]) -> AsyncIterator[RequestLike]:
+    if isinstance(requests, AsyncIterable):
+        async for request in requests:
+            yield request
+    else:
+        for request in requests:
+            yield request
+
+
+class PoolVerifier:
+    """A pool seen as one system's :class:`~proofgym.envs.verifiers.base.Verifier`.
+
+    ``WholeProofEnv(tasks, verifier=pool.as_verifier("coq"))`` checks through the pool; many envs
+    in threads share its warm workers. ``close()`` does nothing: the pool belongs to whoever made it.
+    """
+
+    def __init__(self, pool: VerifierPool, system: str) -> None:
+        self.pool = pool
+        self.system = system
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        if task.system != self.system:
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not {self.system}")
+        return self.pool.check(task, proof)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> PoolVerifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the local engine: worker side
+
+
+VerifierFactory = Callable[..., Any]
+
+
+def _resolve_factory(factory: VerifierFactory | str | None) -> VerifierFactory:
+    """``None`` -> make_verifier; ``"module:attr"`` -> that callable (so tests can name a fake verifier)."""
+    if factory is None:
+        from proofgym.envs.verifiers.base import make_verifier
+
+        return make_verifier
+    if isinstance(factory, str):
+        module, _, name = factory.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return factory
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: SIGKILL this worker when the thread that started it (the pool's) goes away. No orphans."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def _construct(make: VerifierFactory, system: str, kwargs: dict[str, Any]) -> Any:
+    """``make(system, **kwargs)`` for factories that take the system (make_verifier), else ``make(**kwargs)``."""
+    try:
+        takes_system = "system" in inspect.signature(make).parameters
+    except (TypeError, ValueError):
+        takes_system = True
+    return make(system, **kwargs) if takes_system else make(**kwargs)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds of this worker, its reaped children, and its live descendants (the warm provers).
+
+    A warm prover never exits, so ``RUSAGE_CHILDREN`` alone misses it; ``/proc`` has its running total.
+    """
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    ticks = os.sysconf("SC_CLK_TCK")
+    stack = _children(os.getpid())
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, ValueError, IndexError):
+            continue
+        stack.extend(_children(pid))
+    return total
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, VerifierError):
+        return "verifier"
+    if isinstance(exc, (TaskFormatError, ProofgymError)):
+        return "task"
+    if isinstance(exc, OSError):  # a binary that vanished, a temp dir that cannot be written
+        return "verifier"
+    return "internal"
+
+
+def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | str | None,
+                 verifier_kwargs: dict[str, Any], system_kwargs: dict[str, dict[str, Any]], tmpdir: str,
+                 measure_cpu: bool = False) -> None:
+    """One worker process: answer checks from ``conn`` one at a time with warm verifiers (one per system)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _set_parent_death_signal()
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(0)
+    os.makedirs(tmpdir, exist_ok=True)
+    os.environ["TMPDIR"] = tmpdir  # verifier temp dirs live under the pool's, removed even after a SIGKILL
+    tempfile.tempdir = tmpdir
+    make = _resolve_factory(factory)
+    verifiers: dict[str, Any] = {}
+    try:
+        conn.send(("ready", os.getpid()))
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            if message is None:
+                break
+            seq, task, proof = message
+            try:
+                verifier = verifiers.get(task.system)
+                if verifier is None:
+                    verifier = _construct(make, task.system,
+                                          {**verifier_kwargs, **system_kwargs.get(task.system, {})})
+                    verifiers[task.system] = verifier
+                cpu_before = _tree_cpu_s() if measure_cpu else 0.0
+                result = verifier.check(task, proof)
+                if measure_cpu and not result.cpu_s:
+                    result = result.with_timing(result.wall_s, cpu_s=max(0.0, _tree_cpu_s() - cpu_before))
+                reply: tuple[Any, ...] = ("result", seq, result, "", "")
+            except Exception as exc:  # noqa: BLE001 - every failure goes back as a value
+                kind = _classify(exc)
+                if kind != "task":  # a broken verifier is rebuilt for the next check
+                    broken = verifiers.pop(task.system, None)
+                    if broken is not None:
+                        with contextlib.suppress(Exception):
+                            broken.close()
+                message_text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:2000]
+                reply = ("result", seq, None, kind, message_text)
+            conn.send(reply)
+    finally:
+        for verifier in verifiers.values():
+            with contextlib.suppress(Exception):
+                verifier.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the local engine: pool side
+
+
+@dataclass(eq=False)
+class _Job:
+    seq: int
+    request_id: Any
+    task: Task
+    proof: str
+    key: str
+    future: Future[PoolResult]
+    submitted: float
+    attempts: int = 0
+    started: float = 0.0
+    deadline: float = 0.0
+    running: bool = False
+    watchdog_fired: bool = False
+
+
+@dataclass(eq=False)
+class _Slot:
+    index: int
+    proc: Any = None  # multiprocessing.Process
+    conn: Connection | None = None
+    pid: int = 0
+    ready: bool = False
+    generation: int = 0
+    queue: deque[_Job] = field(default_factory=deque)
+    current: _Job | None = None
+    failed_starts: int = 0
+    retry_at: float = 0.0
+    broken: bool = False
+    checks: int = 0
+    tmpdir: str = ""
+
+    @property
+    def load(self) -> int:
+        return len(self.queue) + (self.current is not None)
+
+    @property
+    def usable(self) -> bool:
+        return not self.broken
+
+
+def _default_watchdog(task: Task) -> float:
+    # Far beyond any deadline a verifier sets itself (Coq: context load 600 s, check, 2 audit runs).
+    return 4.0 * task.timeout_s + 900.0
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class LocalVerifierPool(VerifierPool):
+    """Worker processes on this machine, each with warm verifiers; see the module docstring.
+
+    Args:
+        workers: Worker processes (each holds one warm verifier per system it has seen).
+        verifier_kwargs: Options for every verifier (``make_verifier(system, **verifier_kwargs)``).
+        system_kwargs: Per-system options on top, e.g. ``{"coq": {"audit": "always"}}``.
+        max_pending: Most unfinished checks before :meth:`submit` blocks (default ``4 * workers``).
+        max_retries: How many times a check whose worker died under it is sent to a fresh worker.
+        watchdog_s: Seconds (or ``task -> seconds``) after which a silent check's worker is killed.
+        spill_at: A context's warm workers all this loaded and another idle: the idle one takes it.
+        verifier_factory: ``(system, **kwargs) -> Verifier`` (or ``"module:attr"``; a factory without a
+            ``system`` parameter is called with the kwargs only, as ``run_eval(verifier=...)`` does); make_verifier
+            by default.
+        start_timeout_s: How long the constructor waits for the workers to come up.
+        mp_context: multiprocessing start method; ``spawn`` (the default) is safe with threads.
+        measure_cpu: Fill ``CheckResult.cpu_s`` (when the verifier does not) with the CPU seconds of the
+            worker's process tree during the check (a few ``/proc`` reads per check).
+    """
+
+    engine = "local"
+
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        verifier_kwargs: Mapping[str, Any] | None = None,
+        system_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        max_pending: int | None = None,
+        max_retries: int = 1,
+        watchdog_s: float | Callable[[Task], float] | None = None,
+        spill_at: int = 2,
+        verifier_factory: VerifierFactory | str | None = None,
+        start_timeout_s: float = 120.0,
+        mp_context: str = "spawn",
+        measure_cpu: bool = False,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        super().__init__(max_pending=max_pending or 4 * workers)
+        self.workers = int(workers)
+        self.max_retries = int(max_retries)
+        self.spill_at = max(1, int(spill_at))
+        self._watchdog = watchdog_s if callable(watchdog_s) else (
+            _default_watchdog if watchdog_s is None else (lambda _task, s=float(watchdog_s): s))
+        self._factory = verifier_factory
+        self._measure_cpu = bool(measure_cpu)
+        self._verifier_kwargs = dict(verifier_kwargs or {})
+        self._system_kwargs = {k: dict(v) for k, v in (system_kwargs or {}).items()}
+        self._ctx = multiprocessing.get_context(mp_context)
+        self._lock = threading.RLock()
+        self._slots = [_Slot(i) for i in range(self.workers)]
+        self._affinity: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # key -> [(slot, generation)]
+        self._seq = itertools.count()
+        self._stopping = False
+        self._root = tempfile.mkdtemp(prefix="proofgym-pool-")
+        self._counters: Counter[str] = Counter()
+        self._verdicts: Counter[str] = Counter()
+        self._harness: Counter[str] = Counter()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._up = threading.Event()
+        # Workers are started (and restarted) only from this thread: PR_SET_PDEATHSIG ties a worker's life
+        # to the thread that forked it, so a short-lived caller thread must never be that thread.
+        self._thread = threading.Thread(target=self._run, name="proofgym-pool", daemon=True)
+        self._thread.start()
+        self._up.wait()
+        if not self.wait_ready(start_timeout_s, all_workers=False):
+            self.close()
+            raise VerifierCrashed(f"no pool worker came up within {start_timeout_s:.0f} s")
+
+    # -- public -------------------------------------------------------------------------------
+    def wait_ready(self, timeout_s: float = 120.0, *, all_workers: bool = True) -> bool:
+        """Wait until every worker (or at least one) is up; True when it is."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                ready = [s.ready for s in self._slots if s.usable]
+            if ready and (all(ready) if all_workers else any(ready)):
+                return True
+            if self._stopping:
+                return False
+            time.sleep(0.01)
+        return False
+
+    def worker_pids(self) -> list[int]:
+        """Pids of the live worker processes (their verifiers' processes are their descendants)."""
+        with self._lock:
+            return [s.pid for s in self._slots if s.ready and s.pid]
+
+    def running(self) -> dict[Any, int]:
+        """request id -> pid of the worker running it now (for tests and debugging)."""
+        with self._lock:
+            return {s.current.request_id: s.pid for s in self._slots if s.current is not None and s.ready}
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            per_worker = [{"index": s.index, "pid": s.pid, "ready": s.ready, "load": s.load, "checks": s.checks,
+                           "broken": s.broken} for s in self._slots]
+            return {
+                "engine": self.engine,
+                "workers": self.workers,
+                "workers_alive": sum(s.ready for s in self._slots),
+                "pending": self.pending,
+                "queued": sum(len(s.queue) for s in self._slots),
+                "running": sum(s.current is not None for s in self._slots),
+                "submitted": self._counters["submitted"],
+                "completed": self._counters["completed"],
+                "retries": self._counters["retries"],
+                "worker_restarts": self._counters["restarts"],
+                "verdicts": dict(self._verdicts),
+                "harness_failures": dict(self._harness),
+                "per_worker": per_worker,
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._stopping = True
+            orphans = [job for s in self._slots for job in ([s.current] if s.current else []) + list(s.queue)]
+            for slot in self._slots:
+                slot.queue.clear()
+                slot.current = None
+        for job in orphans:
+            self._fail(job, "closed", "the verifier pool was closed before this check finished", "")
+        self._wake()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- submitting ---------------------------------------------------------------------------
+    def _dispatch(self, request_id: Any, task: Task, proof: str, future: Future[PoolResult]) -> None:
+        job = _Job(next(self._seq), request_id, task, proof, routing_key(task), future, time.monotonic())
+        with self._lock:
+            if self._stopping:
+                raise PoolClosed("the local verifier pool is closed")
+            slot = self._choose(job.key)
+            if slot is None:
+                self._fail(job, "internal", "every pool worker failed to start; see the log", "")
+                return
+            slot.queue.append(job)
+            self._counters["submitted"] += 1
+        self._wake()
+
+    def _choose(self, key: str) -> _Slot | None:
+        """The worker for ``key``: a warm one; an idle one when the warm ones are busy; else the least loaded."""
+        usable = [s for s in self._slots if s.usable]
+        if not usable:
+            return None
+        warm = [self._slots[i] for i, gen in self._affinity.get(key, ()) if self._slots[i].usable
+                and self._slots[i].generation == gen]
+        if warm:
+            self._affinity.move_to_end(key)
+            best = min(warm, key=lambda s: s.load)
+            if best.load < self.spill_at:
+                return best
+            idle = [s for s in usable if s.load == 0 and s.ready and s not in warm]
+            if not idle:
+                return best
+            chosen = idle[0]
+        else:
+            offset = int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16)
+            chosen = min(usable, key=lambda s: (s.load, (s.index + offset) % len(self._slots)))
+        self._remember(key, chosen)
+        return chosen
+
+    def _remember(self, key: str, slot: _Slot) -> None:
+        entries = [(i, g) for i, g in self._affinity.get(key, ()) if self._slots[i].generation == g and i != slot.index]
+        self._affinity[key] = [*entries, (slot.index, slot.generation)]
+        self._affinity.move_to_end(key)
+        while len(self._affinity) > 65536:
+            self._affinity.popitem(last=False)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full (already woken) or closed
+            os.write(self._wake_w, b"x")
+
+    # -- the pool thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            with self._lock:
+                for slot in self._slots:
+                    self._start(slot)
+        finally:
+            self._up.set()
+        while True:
+            try:
+                if not self._loop_once():
+                    break
+            except Exception:  # noqa: BLE001 - the pool thread must survive anything
+                logger.exception("verifier pool thread error")
+                time.sleep(0.1)
+        self._shutdown_workers()
+
+    def _loop_once(self) -> bool:
+        with self._lock:
+            if self._stopping:
+                return False
+            conns = {s.conn: s for s in self._slots if s.conn is not None}
+            sentinels = {s.proc.sentinel: s for s in self._slots if s.proc is not None}
+        ready = wait_for_ready([*conns, *sentinels, self._wake_r], timeout=0.25)
+        finished: list[tuple[_Job, PoolResult]] = []
+        dead: list[_Slot] = []
+        for obj in ready:
+            if obj == self._wake_r:
+                with contextlib.suppress(OSError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+            elif obj in conns:
+                if not self._drain(conns[obj], finished):
+                    dead.append(conns[obj])
+            elif obj in sentinels:
+                slot = sentinels[obj]
+                if slot.conn is not None:
+                    self._drain(slot, finished)  # a result sent just before dying still counts
+                dead.append(slot)
+        with self._lock:
+            for slot in dict.fromkeys(dead):
+                if slot.proc is not None:
+                    self._on_death(slot, finished)
+            now = time.monotonic()
+            for slot in self._slots:  # a worker whose start failed (fork refused...) gets another try
+                if slot.proc is None and not slot.broken and now >= slot.retry_at:
+                    self._start(slot)
+            self._check_watchdogs()
+            self._feed_idle(finished)
+        for job, result in finished:
+            self._resolve(job, result)
+        return True
+
+    def _drain(self, slot: _Slot, finished: list[tuple[_Job, PoolResult]]) -> bool:
+        """Read every message waiting from ``slot``; False when its pipe broke (the worker is gone)."""
+        conn = slot.conn
+        try:
+            while conn is not None and conn.poll():
+                message = conn.recv()
+                with self._lock:
+                    if message[0] == "ready":
+                        slot.ready, slot.pid, slot.failed_starts = True, int(message[1]), 0
+                        continue
+                    _, seq, result, kind, text = message
+                    job = slot.current
+                    if job is None or job.seq != seq:
+                        continue  # a job failed by close() or the watchdog meanwhile
+                    slot.current = None
+                    slot.checks += 1
+                    worker = f"local:{slot.index}:{slot.pid}"
+                    now = time.monotonic()
+                    finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, result, text, kind,
+                                                     job.attempts, worker, job.started - job.submitted,
+                                                     now - job.submitted)))
+        except (EOFError, OSError, ValueError, TypeError, AttributeError):  # torn message from a dying worker
+            return False
+        return True
+
+    def _feed_idle(self, finished: list[tuple[_Job, PoolResult]]) -> None:
+        """Send the next job to every idle worker (its own queue first, else stolen from the longest queue)."""
+        for slot in self._slots:
+            while slot.ready and slot.current is None and slot.conn is not None:
+                job = self._next_job(slot)
+                if job is None:
+                    break
+                job.attempts += 1
+                job.started = time.monotonic()
+                job.deadline = job.started + float(self._watchdog(job.task))
+                slot.current = job
+                try:
+                    slot.conn.send((job.seq, job.task, job.proof))
+                except (OSError, ValueError):
+                    # The worker is dying and never saw this job: requeue it without counting an attempt.
+                    slot.current = None
+                    job.attempts -= 1
+                    slot.queue.appendleft(job)
+                    slot.ready = False
+                    break
+                except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable task
+                    slot.current = None
+                    finished.append((job, self._failure(job, "internal", f"cannot send the check: {exc}", "")))
+
+    def _next_job(self, slot: _Slot) -> _Job | None:
+        while True:
+            if slot.queue:
+                job = slot.queue.popleft()
+            else:
+                victims = [s for s in self._slots if s is not slot and s.queue and (s.current is not None or
+                                                                                   not s.ready)]
+                if not victims:
+                    return None
+                job = max(victims, key=lambda s: len(s.queue)).queue.pop()
+                self._remember(job.key, slot)
+            if job.running or job.future.set_running_or_notify_cancel():
+                job.running = True
+                return job
+            # cancelled before it started: drop it
+
+    def _on_death(self, slot: _Slot, finished: list[tuple[_Job, PoolResult]]) -> None:
+        proc = slot.proc
+        if proc.is_alive():  # its pipe broke but it lingers: make sure it is gone before replacing it
+            proc.kill()
+        proc.join(timeout=5)
+        code = proc.exitcode
+        was_ready = slot.ready
+        job = slot.current
+        slot.current = None
+        if slot.conn is not None:
+            with contextlib.suppress(OSError):
+                slot.conn.close()
+        slot.proc, slot.conn, slot.ready, slot.pid = None, None, False, 0
+        slot.generation += 1
+        if slot.tmpdir:
+            shutil.rmtree(slot.tmpdir, ignore_errors=True)
+        if job is not None:
+            if job.watchdog_fired:
+                finished.append((job, self._failure(
+                    job, "watchdog", f"no answer within {job.deadline - job.started:.0f} s; the worker was killed",
+                    slot)))
+            elif job.attempts <= self.max_retries:
+                self._counters["retries"] += 1
+                slot.queue.appendleft(job)  # the replacement (or an idle worker) runs it first
+            else:
+                finished.append((job, self._failure(
+                    job, "worker_died", f"the worker died running this check on {job.attempts} workers "
+                    f"(last: {_describe_exit(code)})", slot)))
+        if self._stopping:
+            return
+        slot.failed_starts = 0 if was_ready else slot.failed_starts + 1
+        if slot.failed_starts >= 3:
+            logger.error("verifier pool worker %d failed to start 3 times; giving up on it", slot.index)
+            slot.broken = True
+            stranded = list(slot.queue)
+            slot.queue.clear()
+            for queued in stranded:
+                target = self._choose(queued.key)
+                if target is None:
+                    finished.append((queued, self._failure(queued, "internal", "every pool worker failed to start",
+                                                           slot)))
+                else:
+                    target.queue.append(queued)
+            return
+        self._counters["restarts"] += 1
+        self._start(slot)
+
+    def _check_watchdogs(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots:
+            job = slot.current
+            if job is not None and not job.watchdog_fired and now > job.deadline and slot.proc is not None:
+                job.watchdog_fired = True
+                logger.warning("check %r on worker %d ran past its watchdog; killing the worker", job.request_id,
+                               slot.index)
+                with contextlib.suppress(OSError, AttributeError):
+                    slot.proc.kill()
+
+    def _start(self, slot: _Slot) -> None:
+        parent, child = self._ctx.Pipe(duplex=True)
+        slot.tmpdir = os.path.join(self._root, f"w{slot.index}-{slot.generation}")
+        proc = self._ctx.Process(
+            target=_worker_main,
+            args=(child, os.getpid(), self._factory, self._verifier_kwargs, self._system_kwargs, slot.tmpdir,
+                  self._measure_cpu),
+            name=f"proofgym-verifier-{slot.index}",
+            daemon=True,
+        )
+        try:
+            proc.start()
+        except Exception:  # noqa: BLE001 - cannot fork/spawn now: count it like a worker that died at start
+            logger.exception("cannot start verifier pool worker %d", slot.index)
+            parent.close()
+            child.close()
+            slot.failed_starts += 1
+            slot.retry_at = time.monotonic() + 1.0
+            if slot.failed_starts >= 3:
+                slot.broken = True
+            return
+        child.close()
+        slot.proc, slot.conn, slot.ready, slot.pid = proc, parent, False, 0
+
+    def _shutdown_workers(self) -> None:
+        with self._lock:
+            slots = list(self._slots)
+        for slot in slots:
+            if slot.conn is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    slot.conn.send(None)
+        deadline = time.monotonic() + 10.0
+        for slot in slots:
+            if slot.proc is not None:
+                slot.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+                if slot.proc.is_alive():
+                    slot.proc.kill()
+                    slot.proc.join(timeout=5)
+            if slot.conn is not None:
+                with contextlib.suppress(OSError):
+                    slot.conn.close()
+            slot.proc, slot.conn, slot.ready = None, None, False
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- results ------------------------------------------------------------------------------
+    def _failure(self, job: _Job, kind: str, text: str, slot: _Slot | str) -> PoolResult:
+        worker = f"local:{slot.index}:{slot.pid}" if isinstance(slot, _Slot) else slot
+        now = time.monotonic()
+        return PoolResult(job.request_id, job.task.id, job.task.system, None, text, kind, job.attempts, worker,
+                          (job.started or now) - job.submitted, now - job.submitted)
+
+    def _fail(self, job: _Job, kind: str, text: str, worker: str) -> None:
+        self._resolve(job, self._failure(job, kind, text, worker))
+
+    def _resolve(self, job: _Job, result: PoolResult) -> None:
+        if job.future.done():
+            return
+        if not job.running and not job.future.set_running_or_notify_cancel():
+            return  # cancelled before it started
+        job.running = True
+        try:
+            job.future.set_result(result)
+        except InvalidStateError:  # resolved by another thread meanwhile (close() racing a result)
+            return
+        with self._lock:
+            self._counters["completed"] += 1
+            if result.result is None:
+                self._harness[result.error_kind] += 1
+            else:
+                self._verdicts[result.result.verdict.value] += 1
+
+
+# --------------------------------------------------------------------------------------------
+# choosing an engine
+
+
+def make_pool(engine: str = "local", *, workers: int = 2, **kwargs: Any) -> VerifierPool:
+    """A pool by engine name: ``local`` (:class:`LocalVerifierPool`) or ``ray`` (needs the ``ray`` extra).
+
+    For ``ray``, ``workers`` is the worker processes per actor (one actor per node and system);
+    ``systems=("coq",)`` and ``address=`` pass through.
+    """
+    if engine == "local":
+        kwargs.pop("systems", None)
+        kwargs.pop("address", None)
+        return LocalVerifierPool(workers, **kwargs)
+    if engine == "ray":
+        from proofgym.envs.verifiers.ray_pool import RayVerifierPool
+
+        return RayVerifierPool(workers_per_actor=workers, **kwargs)
+    raise ValueError(f"unknown pool engine {engine!r}; use 'local' or 'ray'")

@@ -1,0 +1,136 @@
+"""GRPO with verifier rewards on a tiny local model (slow tier; the real-Coq tests are also the prover tier).
+
+The policy is a tiny Llama built and taught here (agents/tiny_model.py) to answer the tiny suite's
+prompts with their reference proofs, so GRPO sees real OK verdicts from Coq.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+from proofgym.envs.errors import VerifierCrashed  # noqa: E402
+from proofgym.envs.tasks.suites import load_tasks  # noqa: E402
+from proofgym.envs.types import CheckResult, Task, Verdict  # noqa: E402
+from proofgym.training.data import prompt_messages, reference_completion  # noqa: E402
+from proofgym.training.grpo import train_grpo  # noqa: E402
+from proofgym.training.grpo_config import ProofGRPOConfig  # noqa: E402
+from tests.conftest import requires_coq  # noqa: E402
+
+pytestmark = pytest.mark.slow
+CONTEXT_CHARS = 120
+
+
+@pytest.fixture(scope="module")
+def taught_model(tmp_path_factory, tiny_suite) -> Path:
+    """A tiny model that answers each tiny-suite prompt with the task's reference proof (greedy)."""
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    tasks = load_tasks(tiny_suite)
+    teach = [(prompt_messages(t, context_chars=CONTEXT_CHARS), reference_completion(t)) for t in tasks]
+    return build_tiny_model(tmp_path_factory.mktemp("policy") / "model", teach=teach, teach_steps=400)
+
+
+def grpo_config(tmp_path: Path, model: Path, suite: Path, **overrides: Any) -> ProofGRPOConfig:
+    base = dict(model_name_or_path=str(model), suite=str(suite), output_dir=str(tmp_path / "run"),
+                report_to="none", max_steps=2, per_device_train_batch_size=4, num_generations=2,
+                max_completion_length=48, learning_rate=1e-4, temperature=0.7, torch_threads=1,
+                prompt_context_chars=CONTEXT_CHARS, heldout_fraction=0.25, verifier_workers=1,
+                checkpoint_eval_at_end=False, checkpoint_eval_max_tokens=48, save_strategy="no", seed=0)
+    return ProofGRPOConfig(**{**base, **overrides})
+
+
+class FlakyVerifier:
+    """Crashes on every other check of its worker process (a harness failure), says FAIL otherwise.
+
+    The count is per process: the pool rebuilds a verifier that crashed, and the next check must pass.
+    """
+
+    calls = 0
+
+    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
+        pass
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        FlakyVerifier.calls += 1
+        if FlakyVerifier.calls % 2:
+            raise VerifierCrashed("the flaky prover crashed")
+        return CheckResult(Verdict.FAIL, messages=("flaky",))
+
+    def close(self) -> None:
+        pass
+
+
+@requires_coq
+@pytest.mark.prover
+def test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval(tmp_path, taught_model, tiny_suite, monkeypatch):
+    from proofgym.cli import main as proofgym_main
+    from proofgym.training.logging import read_offline_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_PROJECT", "proofgym-test")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = grpo_config(tmp_path, taught_model, tiny_suite, report_to="wandb", checkpoint_eval_at_end=True,
+                      save_strategy="steps", save_steps=2)
+    result = train_grpo(cfg)
+
+    assert result.global_step == 2 and not result.interrupted
+    logged = [row for row in result.log_history if "proof/ok_rate" in row]
+    assert len(logged) == 2
+    assert all(row["verifier/harness_failures"] == 0 for row in logged)
+    assert result.reward_totals["samples"] == 8  # 2 steps x 2 prompts x 2 generations
+    assert sum(result.reward_totals.get(v, 0) for v in ("OK", "FAIL", "ERROR", "CHEATING", "TIMEOUT")) == 8
+    import pandas as pd
+
+    table = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "run" / "completions").glob("*.parquet")))
+    assert {"prompt", "completion", "verdict", "reasons", "verifier"} <= set(table.columns)
+    assert set(table["verdict"]) <= {"OK", "FAIL", "ERROR", "CHEATING", "TIMEOUT"}
+    assert ((table["verdict"] == "OK") == (table["verifier"] == 1.0)).all()
+
+    # the final model was evaluated on the held-out split, with the same engine as `proofgym eval`
+    (record,) = result.checkpoint_evals
+    assert record["step"] == 2 and record["per_category"]["all"]["n"] >= 1
+    assert Path(record["run_dir"], "results.jsonl").read_text().strip()
+
+    # the W&B offline run holds the training metrics, the held-out pass@k and the full config
+    run = read_offline_run(result.wandb_dir)
+    keys = set().union(*run["history"])
+    assert {"train/reward", "train/proof/ok_rate", "train/verifier/seconds", "heldout/proof/pass@1"} <= keys
+    assert any(k.startswith("heldout/category/") for k in keys)
+    assert run["config"]["suite"] == str(tiny_suite) and run["config"]["max_turns"] == 1
+
+    # a saved Trainer checkpoint evaluates with the CLI's local agent
+    out = tmp_path / "cli-eval"
+    code = proofgym_main(["eval", "--suite", str(tmp_path / "run" / "heldout.jsonl"), "--agent", "local",
+                          "--model", str(tmp_path / "run" / "checkpoint-2"), "--max-tokens", "32", "--out", str(out),
+                          "--json", "--no-progress", "--device", "cpu"])
+    assert code == 0
+    assert json.loads((out / "summary.json").read_text())["n_results"] == record["per_category"]["all"]["n"]
+
+
+def test_a_crashing_verifier_gives_none_rewards_and_training_goes_on(tmp_path, taught_model, tiny_suite):
+    cfg = grpo_config(tmp_path, taught_model, tiny_suite, max_steps=1,
+                      verifier_factory="tests.test_grpo:FlakyVerifier")
+    result = train_grpo(cfg)
+    assert result.global_step == 1
+    (row,) = [r for r in result.log_history if "verifier/harness_failures" in r]
+    assert row["verifier/harness_failures"] == 2 and row["verifier/harness_failure_rate"] == 0.5
+    assert result.reward_totals == {"samples": 4, "HARNESS_FAILURE": 2, "FAIL": 2}
+
+
+@requires_coq
+@pytest.mark.prover
+def test_grpo_trains_with_the_multi_turn_repair_rollout(tmp_path, taught_model, tiny_suite):
+    cfg = grpo_config(tmp_path, taught_model, tiny_suite, max_steps=1, max_turns=2, turn_discount=0.5,
+                      temperature=1.5, max_completion_length=24)
+    result = train_grpo(cfg)
+    assert result.global_step == 1
+    (row,) = [r for r in result.log_history if "proof/ok_rate" in r]
+    assert row["verifier/harness_failures"] == 0 and row["repair/turns"] > 1  # some episodes were repaired
+    assert result.reward_totals["samples"] == 4

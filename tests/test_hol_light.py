@@ -1,0 +1,397 @@
+"""Prover tier: the HOL Light fork server against real HOL Light.
+
+Every test here shares ONE warm server (the session fixture below): Debian's HOL Light takes
+about two minutes to load, once per test run. Tests never assert on timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.hol_light import hol_light_installed
+
+pytestmark = [
+    pytest.mark.prover,
+    pytest.mark.skipif(not hol_light_installed(),
+                       reason="HOL Light is not installed: run `make setup` (apt-get install hol-light libnum-ocaml-dev)"),
+]
+
+CHEATING = frozenset({Verdict.CHEATING})
+NOT_OK = frozenset({Verdict.CHEATING, Verdict.ERROR, Verdict.FAIL})
+
+
+def T(goal: str, *, context: str = "", timeout: float = 60.0, ident: str = "t") -> Task:
+    return Task(id=ident, system="hol_light", context=context, statement=f"`{goal}`", reference_proof="ALL_TAC",
+                timeout_s=timeout)
+
+
+FALSE = T("1 + 1 = 3")
+TRUE = T("1 + 1 = 2")
+LEMMA_CONTEXT = "let MY_LEMMA = prove(`!n. n + 0 = n`, CHEAT_TAC);;\nlet MY_TAC = ARITH_TAC;;\n"
+
+
+@pytest.fixture(scope="session")
+def hol():
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+    with HolLightVerifier(progress=False) as verifier:
+        verifier.server("plain")
+        yield verifier
+
+
+def assert_honest_still_right(hol) -> None:
+    """After anything hostile: ALL_TAC on a true goal is FAIL, a real proof is OK."""
+    assert hol.check(TRUE, "ALL_TAC").verdict is Verdict.FAIL
+    assert hol.check(TRUE, "ARITH_TAC").verdict is Verdict.OK
+
+
+# ---------------------------------------------------------------------------------------------
+# honest proofs and bad input
+
+
+@pytest.mark.parametrize(("task", "proof", "verdict"), [
+    (TRUE, "ARITH_TAC", Verdict.OK),
+    (T("!n. n + 0 = n"), "REWRITE_TAC[ADD_CLAUSES]", Verdict.OK),
+    (T("!n. n + 0 = n"), "GEN_TAC THEN REWRITE_TAC[ADD_CLAUSES]", Verdict.OK),
+    (T("!n. n + 0 = n"), "INDUCT_TAC THEN ASM_REWRITE_TAC[ADD_CLAUSES]", Verdict.OK),
+    (T("!m n. m + n = n + m"), "REPEAT GEN_TAC THEN MP_TAC (SPECL [`m:num`; `n:num`] ADD_SYM) THEN "
+                                "DISCH_THEN (fun th -> ACCEPT_TAC th)", Verdict.OK),
+    (T("x * (y + z) = x * z + x * y"),
+     "REWRITE_TAC[LEFT_ADD_DISTRIB] THEN GEN_REWRITE_TAC LAND_CONV [ADD_SYM] THEN REFL_TAC", Verdict.OK),
+    (T("p /\\ q ==> q /\\ p"), "MESON_TAC[]", Verdict.OK),
+    (T("!l:A list. APPEND l [] = l"), "LIST_INDUCT_TAC THEN ASM_REWRITE_TAC[APPEND]", Verdict.OK),
+    (T("2 EXP 10 = 1024"), "CONV_TAC NUM_REDUCE_CONV", Verdict.OK),
+    (T("1 + 1 = 2"), "ARITH_TAC;;", Verdict.OK),  # a trailing ;; is not a second phrase
+    (T("1 + 1 = 2"), "List.fold_left (fun t _ -> t THEN ALL_TAC) ARITH_TAC [1; 2]", Verdict.OK),
+    (T("!n. n + 0 = n"), "MATCH_ACCEPT_TAC MY_LEMMA", Verdict.OK),  # see the context below
+    (FALSE, "ARITH_TAC", Verdict.FAIL),
+    (TRUE, "ALL_TAC", Verdict.FAIL),
+    (TRUE, "NO_TAC", Verdict.FAIL),
+    (TRUE, "failwith \"OK\"", Verdict.FAIL),
+    (TRUE, "ARITH_TAC THEN (", Verdict.ERROR),
+    (TRUE, "ADD_SYM", Verdict.ERROR),  # a theorem, not a tactic
+    (TRUE, "NO_SUCH_TAC", Verdict.ERROR),
+    (TRUE, "fun (asl, w) -> raise Not_found", Verdict.ERROR),  # an unexpected exception
+    (TRUE, "let rec f n = 1 + f (n + 1) in (ignore (f 0); ALL_TAC)", Verdict.ERROR),  # stack overflow
+])
+def test_honest_and_bad_input(hol, task, proof, verdict):
+    if "MY_LEMMA" in proof:
+        task = replace(task, context=LEMMA_CONTEXT)
+    result = hol.check(task, proof)
+    assert result.verdict is verdict, result
+    assert result.prover_version.startswith("HOL Light")
+    if verdict is Verdict.FAIL and proof == "ALL_TAC":
+        assert result.remaining_goals and result.remaining_goals[0].conclusion == "1 + 1 = 2"
+    if proof == "NO_SUCH_TAC":
+        assert result.error_category.value == "undefined"
+
+
+def test_loop_is_timeout_and_memory_bomb_is_error(hol):
+    loop = hol.check(replace(TRUE, timeout_s=3), "let rec f () = try f () with _ -> f () in f ()")
+    assert loop.verdict is Verdict.TIMEOUT
+    spin = hol.check(replace(TRUE, timeout_s=3), "let rec f n = if n < 0 then ALL_TAC else f (n + 1) in f 0")
+    assert spin.verdict is Verdict.TIMEOUT
+    bomb = hol.check(replace(TRUE, timeout_s=120),
+                     "let rec f l = f (List.rev_append l l) in f [1; 2; 3]")
+    assert bomb.verdict is Verdict.ERROR and bomb.error_category.value == "resource", bomb
+    assert_honest_still_right(hol)
+
+
+def test_context_names_are_usable_and_context_failures_are_task_errors(hol):
+    from proofgym.envs.verifiers.hol_light import ContextLoadError
+
+    task = T("1 + 2 = 3", context=LEMMA_CONTEXT)
+    assert hol.check(task, "MY_TAC").verdict is Verdict.OK
+    with pytest.raises(ContextLoadError):
+        hol.check(T("1 = 1", context="let x = undefined_thing;;"), "REFL_TAC")
+    with pytest.raises(ContextLoadError):  # a missing file is an error, never a half-loaded context
+        hol.check(T("1 = 1", context='needs "no/such/file.ml";;'), "REFL_TAC")
+    with pytest.raises(ContextLoadError):
+        hol.check(T("1 + "), "ARITH_TAC")  # the goal does not parse
+
+
+# ---------------------------------------------------------------------------------------------
+# the red team: none of these may be OK
+
+
+def C(proof: str, allowed: frozenset = CHEATING, *, id: str, task: Task = FALSE):
+    return pytest.param(task, proof, allowed, id=id)
+
+
+CHEATS = [
+    C("CHEAT_TAC", id="cheat_tac"),
+    C("REWRITE_TAC[] THEN CHEAT_TAC", id="cheat_tac-after-rewrite"),
+    C("List.hd [CHEAT_TAC]", id="cheat_tac-in-a-list"),
+    C("ACCEPT_TAC (mk_thm([], `1 + 1 = 3`))", id="mk_thm"),
+    C("ACCEPT_TAC (new_axiom `1 + 1 = 3`)", id="new_axiom"),
+    # the two that fool the benchmark's grader
+    C("ACCEPT_TAC (Obj.magic TRUTH)", id="obj-magic-accept"),
+    C("ACCEPT_TAC (Stdlib.Obj.magic (ASSUME `T`))", id="stdlib-obj-magic"),
+    C('(file_of_string "verdict.txt" "OK"; exit 0)', id="forged-verdict-file"),
+    C('(let oc = open_out "verdict.txt" in output_string oc "OK"; close_out oc; exit 0)',
+      id="forged-verdict-file-stdlib"),
+    # the red team's four holes
+    # Debian's camlp5 does not even parse these (ERROR); the parse-tree policy refuses them anyway
+    C("let module M = struct external magic : 'a -> 'b = \"%identity\" end in ACCEPT_TAC (M.magic TRUTH)",
+      CHEATING | {Verdict.ERROR}, id="local-external-identity"),
+    C("(override_interface (\"+\", `(*):num->num->num`); ARITH_TAC)", id="override-interface"),
+    C("(parse_as_infix (\"+\", (16, \"right\")); ARITH_TAC)", id="parse-as-infix"),
+    C('(print_string "OK"; exit 0)', id="print-success-and-exit"),
+    C('(at_exit (fun () -> print_string "RESULT 1 6\\n2\\nOK\\n"); ALL_TAC)', id="at-exit-marker"),
+    C("ALL_TAC;; let prove (t, tac) = TRUTH;; let axioms () = []", id="semicolons-redefine-prove"),
+    C("ARITH_TAC;; ARITH_TAC", id="semicolons-two-phrases"),
+    # module, object and extension syntax
+    C("let open Obj in ACCEPT_TAC (magic TRUTH)", id="let-open"),
+    C("Obj.(ACCEPT_TAC (magic TRUTH))", id="local-open"),
+    C("(object method t = ALL_TAC end)#t", id="object"),
+    C("[%identity ALL_TAC]", id="extension"),
+    C("let module M = (val (Obj.magic 0) : sig val t : tactic end) in M.t", CHEATING | {Verdict.ERROR},
+      id="first-class-module"),
+    C("(ALL_TAC [@ocaml.inline])", id="attribute"),
+    # the process, the toplevel, files
+    C('(ignore (Sys.command "echo OK > /tmp/verdict"); ARITH_TAC)', id="sys-command"),
+    C('(ignore (Unix.system "kill -9 -1"); ALL_TAC)', id="unix-system"),
+    C("ACCEPT_TAC (Marshal.from_string (Marshal.to_string TRUTH []) 0)", id="marshal"),
+    C("(ignore (Toploop.execute_phrase false Format.std_formatter (Obj.magic 0)); ALL_TAC)", id="toploop"),
+    C('(Printf.printf "OK"; ALL_TAC)', id="printf"),
+    C('(Format.printf "OK@."; ALL_TAC)', id="format"),
+    C('(loadt "Library/prime.ml"; ALL_TAC)', id="loadt"),
+    C('(needs "Library/prime.ml"; ALL_TAC)', id="needs"),
+    C('(use_file "/etc/passwd"; ALL_TAC)', id="use_file"),
+    C('(ignore (string_of_file "/etc/passwd"); ALL_TAC)', id="string_of_file"),
+    C("(String.unsafe_get \"a\" 5; ALL_TAC)", id="unsafe"),
+    C("(the_interface := []; ALL_TAC)", id="assign-interface"),
+    C("(ignore (new_definition `zz = 1`); ALL_TAC)", id="new_definition"),
+    C("let CHEAT_TAC = ALL_TAC in CHEAT_TAC", id="shadowed-name"),
+    # wrong theorems
+    C("ACCEPT_TAC (ASSUME `1 + 1 = 3`)", id="theorem-with-hypothesis"),
+    C("fun (asl, w) -> (([], null_inst), [], fun _ _ -> ARITH_RULE `1 + 1 = 2`)", id="wrong-conclusion"),
+    C("fun (asl, w) -> (([], null_inst), [], fun _ _ -> ASSUME w)", id="forged-justification-hyp"),
+    # output that looks like a verdict is never read as one
+    C('(report "V 0 5\\n2\\nOK\\n4\\nnone\\n0\\n\\n0\\n\\n0\\n"; remark "OK"; ALL_TAC)', NOT_OK,
+      id="printed-verdict-frame"),
+    C("(unset_jrh_lexer; ALL_TAC)", NOT_OK, id="jrh-lexer-switch"),
+    C("(exec \"let prove = 1;;\"; ALL_TAC)", NOT_OK, id="hol-exec"),
+]
+
+
+@pytest.mark.parametrize(("task", "proof", "allowed"), CHEATS)
+def test_cheats_are_rejected(hol, task, proof, allowed):
+    result = hol.check(task, proof)
+    assert result.verdict in allowed, result
+    if result.verdict is Verdict.CHEATING:
+        assert result.reasons
+    assert result.verdict is not Verdict.OK
+
+
+def test_at_least_25_distinct_cheats():
+    assert len({p.values[1] for p in CHEATS}) >= 25
+
+
+def test_honest_still_right_after_the_red_team(hol):
+    for task, proof, _ in (p.values for p in CHEATS):
+        hol.check(task, proof)
+    assert_honest_still_right(hol)
+
+
+def test_fun_bound_names_are_not_false_rejections(hol):
+    # A whitelist of names alone would reject the parameter `th`; the typed tree knows it is local.
+    for proof in ("DISCH_THEN (fun th -> REWRITE_TAC[th])", "DISCH_THEN (fun e -> REWRITE_TAC[e])",
+                  "let go th = REWRITE_TAC[th] in DISCH_THEN go"):
+        assert hol.check(T("(x = 1) ==> x + 1 = 2"), proof).verdict in (Verdict.OK, Verdict.FAIL), proof
+    assert hol.check(T("(x = 1) ==> x + 1 = 2"), "DISCH_THEN (fun th -> REWRITE_TAC[th] THEN ARITH_TAC)").ok
+
+
+# ---------------------------------------------------------------------------------------------
+# the server: concurrency, zombies, a dying zygote
+
+
+def _cgroup_pids(hol) -> list[int]:
+    job = hol.server("plain").proc
+    if job._cgroups is None:  # noqa: SLF001 - the test looks inside on purpose
+        pytest.skip("no pids cgroup here")
+    return job._cgroups.members()  # noqa: SLF001
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_concurrent_attempts_leave_no_zombies(hol):
+    jobs = [(TRUE, "ARITH_TAC", Verdict.OK), (FALSE, "ARITH_TAC", Verdict.FAIL),
+            (replace(TRUE, timeout_s=3), "let rec f () = f () in f ()", Verdict.TIMEOUT),
+            (T("p \\/ ~p"), "MESON_TAC[]", Verdict.OK), (FALSE, "CHEAT_TAC", Verdict.CHEATING),
+            (T("!n. n + 0 = n", context=LEMMA_CONTEXT), "MATCH_ACCEPT_TAC MY_LEMMA", Verdict.OK)] * 2
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda j: hol.check(j[0], j[1]), jobs))
+    assert [r.verdict for r in results] == [j[2] for j in jobs]
+    members = _cgroup_pids(hol)
+    assert not [p for p in members if _state(p) == "Z"]
+    # what is left: bwrap, the root and one zygote per context, no worker
+    server = hol.server("plain")
+    assert len(members) <= 3 + len(server.zygotes)
+
+
+def _status(pid: int) -> dict[str, str]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def test_a_running_worker_is_isolated(hol):
+    """Seen from outside while it loops: its own uid, no capabilities, no_new_privs, seccomp."""
+    task = T("1 + 1 = 2", context="let ISOLATION = 1;;", timeout=30)
+    assert hol.check(task, "ARITH_TAC").ok
+    before = set(_cgroup_pids(hol))
+    thread = threading.Thread(target=lambda: hol.check(task, "let rec f () = f () in f ()"))
+    thread.start()
+    worker = None
+    for _ in range(400):
+        new = [p for p in set(_cgroup_pids(hol)) - before if _state(p) not in ("gone", "Z")]
+        seccomp = [p for p in new if _status(p).get("Seccomp") == "2"]
+        if seccomp:
+            worker = seccomp[0]
+            break
+        threading.Event().wait(0.05)
+    assert worker is not None, "no worker under seccomp found"
+    status = _status(worker)
+    assert status["NoNewPrivs"] == "1" and status["CapEff"] == "0000000000000000"
+    if os.geteuid() == 0:
+        assert status["Uid"].split()[0] != "0"
+        root_uid = _status(hol.server("plain").proc.program_pids()[0])["Uid"].split()[0]
+        assert root_uid != status["Uid"].split()[0]
+    thread.join(120)
+
+
+def test_a_dying_zygote_costs_one_error(hol):
+    server = hol.server("plain")
+    task = T("1 + 1 = 2", context="let DYING = 1;;", timeout=60)
+    assert hol.check(task, "ARITH_TAC").ok
+    before = set(_cgroup_pids(hol))
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.setdefault("r", hol.check(task, "let rec f () = f () in f ()")))
+    thread.start()
+    # find the zygote (a direct child of the root with a child of its own: the looping worker)
+    victim = None
+    for _ in range(200):
+        for pid in set(_cgroup_pids(hol)) - before:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid in before and _state(ppid) != "gone":
+                victim = ppid
+        if victim:
+            break
+        threading.Event().wait(0.05)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    thread.join(120)
+    assert out["r"].verdict is Verdict.ERROR
+    assert not server.dead
+    assert hol.check(task, "ARITH_TAC").ok  # the context is loaded again
+    assert_honest_still_right(hol)
+
+
+def test_lru_eviction_under_a_tiny_budget(hol):
+    """With room for one zygote, contexts evict each other, also under concurrent checks; verdicts stay right."""
+    saved = hol.config
+    hol.config = replace(saved, zygote_budget_bytes=1)
+    try:
+        before = hol.stats["evictions"]
+        contexts = [f"let EVICT_{i} = {i};;" for i in range(3)]
+        jobs = [(T("1 + 1 = 2", context=c), "ARITH_TAC", Verdict.OK) for c in contexts]
+        jobs += [(T("1 + 1 = 2", context=c), "ALL_TAC", Verdict.FAIL) for c in contexts]
+        for task, proof, verdict in jobs:
+            assert hol.check(task, proof).verdict is verdict
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            results = list(pool.map(lambda j: hol.check(j[0], j[1]), jobs * 2))
+        assert [r.verdict for r in results] == [j[2] for j in jobs * 2]
+        assert hol.stats["evictions"] - before >= 2
+        assert len(hol.server("plain").zygotes) <= 3
+    finally:
+        hol.config = saved
+    assert_honest_still_right(hol)
+
+
+@pytest.mark.slow
+def test_a_dying_root_costs_one_error_and_a_restart(hol):
+    """Slow tier: it pays a second HOL Light load."""
+    server = hol.server("plain")
+    out: dict = {}
+    thread = threading.Thread(
+        target=lambda: out.setdefault("r", hol.check(replace(TRUE, timeout_s=60), "let rec f () = f () in f ()")))
+    thread.start()
+    threading.Event().wait(2)
+    for pid in server.proc.program_pids():
+        os.kill(pid, signal.SIGKILL)
+    thread.join(300)
+    assert out["r"].verdict is Verdict.ERROR and server.dead
+    assert_honest_still_right(hol)  # on a fresh server
+    assert hol.server("plain") is not server
+
+
+# ---------------------------------------------------------------------------------------------
+# the default suite, the env, the command line
+
+
+def test_every_reference_proof_of_the_default_suite_is_accepted(hol):
+    from proofgym.envs.tasks.hol_build import DEFAULT_FILES, extract_library
+    from proofgym.envs.tasks.suites import SuiteNotFound, load_tasks
+
+    try:
+        tasks = load_tasks("hol-light")
+    except SuiteNotFound:
+        tasks = extract_library("/usr/share/hol-light", DEFAULT_FILES)
+    assert len(tasks) >= 20
+    rejected = []
+    for task in tasks:
+        result = hol.check(replace(task, timeout_s=max(task.timeout_s, 600)), task.reference_proof)
+        if not result.ok:
+            rejected.append(f"{task.id}: {result.verdict.value} {result.reasons}")
+    assert not rejected
+
+
+def test_whole_proof_env_on_hol_light(hol):
+    from gymnasium.utils.env_checker import check_env
+
+    from proofgym.envs.proof_env import WholeProofEnv
+
+    tasks = [TRUE, replace(FALSE, id="f")]
+    env = WholeProofEnv(tasks=tasks, verifier=hol, max_attempts=2)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(options={"task_id": "t"})
+    assert obs["statement"] == "`1 + 1 = 2`"
+    _, reward, terminated, _, info = env.step("ALL_TAC")
+    assert info["verdict"] == "FAIL" and not terminated and "1 + 1 = 2" in info["result"].feedback()
+    _, reward, terminated, _, info = env.step("ARITH_TAC")
+    assert info["verdict"] == "OK" and terminated and reward == 1.0
+    obs, _ = env.reset(options={"task_id": "f"})
+    _, reward, _, _, info = env.step("CHEAT_TAC")
+    assert info["verdict"] == "CHEATING" and reward < 0
+
+
+@pytest.mark.slow
+def test_cli_check_on_hol_light(tmp_path: Path):
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"id": "demo.hol", "system": "hol_light", "context": "", "statement": "`1 + 1 = 2`",
+                                "reference_proof": "ARITH_TAC", "category": "generic", "timeout_s": 60}))
+    proof = tmp_path / "proof.ml"
+    proof.write_text("ACCEPT_TAC (Obj.magic TRUTH)")
+    done = subprocess.run([sys.executable, "-m", "proofgym.cli", "check", str(task), "--proof", str(proof), "--json"],
+                          capture_output=True, text=True, timeout=1200, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "CHEATING"

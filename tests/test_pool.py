@@ -1,0 +1,273 @@
+"""The verifier pool: completion order, back-pressure, routing, retries, harness failures as values.
+
+The fast tier runs the pool's own machinery with :class:`FakeVerifier` (no prover); the prover
+tier checks the same interface with real Coq and compares verdicts with a serial verifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from proofgym.envs.errors import TaskFormatError, VerifierCrashed, VerifierError
+from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.verifiers.pool import (
+    CheckRequest,
+    LocalVerifierPool,
+    PoolClosed,
+    PoolFull,
+    PoolResult,
+    make_pool,
+    routing_key,
+)
+from tests.conftest import requires_coq
+
+
+class FakeVerifier:
+    """A verifier whose proof text says what to do; runs in the pool's worker processes.
+
+    ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``die`` -> SIGKILL
+    itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``raise`` ->
+    VerifierCrashed; ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
+    sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
+    """
+
+    def __init__(self, system: str, **kwargs: Any) -> None:
+        self.system = system
+        self.kwargs = kwargs
+        self.contexts: set[str] = set()
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        warm = "warm" if task.context in self.contexts else "cold"
+        self.contexts.add(task.context)
+        verb, _, arg = proof.partition(":")
+        if verb == "sleep":
+            time.sleep(float(arg))
+        elif verb == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif verb == "die-once":
+            if not os.path.exists(arg):
+                Path(arg).write_text("died")
+                os.kill(os.getpid(), signal.SIGKILL)
+        elif verb == "raise":
+            raise VerifierCrashed("the fake prover crashed")
+        elif verb == "badtask":
+            raise TaskFormatError("the fake task does not load")
+        elif verb == "oserror":
+            raise FileNotFoundError(2, "No such file or directory", "/gone/coqidetop.opt")
+        elif verb == "hang":
+            time.sleep(10_000)
+        verdict = {"fail": Verdict.FAIL, "cheat": Verdict.CHEATING}.get(verb, Verdict.OK)
+        return CheckResult(verdict, messages=(str(os.getpid()), warm, str(self.kwargs.get("tag", ""))),
+                           backend="fake")
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> FakeVerifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fake_task(i: int, context: str = "") -> Task:
+    return Task(id=f"fake.{i}", system="coq", context=context, statement=f"Lemma l{i} : True.",
+                reference_proof="ok", category="P1", timeout_s=5)
+
+
+def fake_pool(workers: int = 2, **kwargs: Any) -> LocalVerifierPool:
+    return LocalVerifierPool(workers, verifier_factory=FakeVerifier, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with fake_pool(2, max_pending=8) as p:
+        yield p
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_results_come_in_completion_order_tagged_with_request_ids(pool):
+    requests = [CheckRequest(fake_task(0), "sleep:1.0", "slow"), CheckRequest(fake_task(1, "b"), "ok", "fast")]
+    order = [r.request_id for r in pool.imap_unordered(requests)]
+    assert order == ["fast", "slow"]
+
+
+def test_verdicts_and_harness_failures_are_values(pool):
+    requests = [("a", fake_task(0), "ok"), ("b", fake_task(1), "fail"), ("c", fake_task(2), "cheat"),
+                ("d", fake_task(3), "raise"), ("e", fake_task(4), "badtask"), ("f", fake_task(5), "oserror"),
+                ("g", fake_task(6), None)]
+    results = {r.request_id: r for r in pool.imap_unordered(requests)}
+    assert results["a"].verdict is Verdict.OK and results["a"].reward() == 1.0
+    assert results["b"].verdict is Verdict.FAIL and results["c"].verdict is Verdict.CHEATING
+    assert results["d"].harness_failure and results["d"].error_kind == "verifier"
+    assert "VerifierCrashed" in results["d"].harness_error and results["d"].reward() is None
+    assert results["e"].error_kind == "task" and results["f"].error_kind == "verifier"
+    assert results["g"].verdict is Verdict.ERROR  # a non-text proof is an ERROR verdict, as in the envs
+    with pytest.raises(VerifierError):
+        results["d"].raise_for_harness()
+    row = results["d"].to_dict()
+    assert row["verdict"] is None and row["error_kind"] == "verifier"
+    # The worker survived its broken verifier, which is rebuilt for the next check.
+    assert pool.check(fake_task(7), "ok").verdict is Verdict.OK
+
+
+def test_check_batch_keeps_input_order_and_check_raises_on_harness_failure(pool):
+    out = pool.check_batch([(fake_task(0), "sleep:0.3"), (fake_task(1), "fail"), (fake_task(2), "ok")])
+    assert [r.verdict for r in out] == [Verdict.OK, Verdict.FAIL, Verdict.OK]
+    with pytest.raises(VerifierError, match="crashed"):
+        pool.check(fake_task(3), "raise")
+
+
+def test_back_pressure_bounds_pending_checks():
+    with fake_pool(1, max_pending=2) as p:
+        first = p.submit(fake_task(0), "sleep:0.5")
+        p.submit(fake_task(1), "ok")
+        assert p.pending == 2
+        with pytest.raises(PoolFull):
+            p.submit(fake_task(2), "ok", block=False)
+        third = p.submit(fake_task(2), "ok", timeout=30)  # blocks until a slot frees up
+        assert first.done()
+        assert third.result(timeout=30).verdict is Verdict.OK
+        # A lazy request stream is only pulled when there is room.
+        pulled: list[int] = []
+
+        def requests():
+            for i in range(6):
+                pulled.append(i)
+                yield fake_task(i), "sleep:0.05"
+
+        seen = 0
+        for _ in p.imap_unordered(requests(), window=2):
+            seen += 1
+            assert len(pulled) <= seen + 2
+        assert seen == 6
+
+
+def test_async_check_many(pool):
+    async def go() -> list[PoolResult]:
+        async def requests():
+            for i in range(5):
+                yield (i, fake_task(i), "ok" if i % 2 else "fail")
+
+        return [r async for r in pool.check_many(requests(), window=3)]
+
+    results = asyncio.run(go())
+    assert sorted(r.request_id for r in results) == [0, 1, 2, 3, 4]
+    assert {r.request_id: r.verdict for r in results}[1] is Verdict.OK
+
+
+def test_a_context_stays_on_the_worker_that_has_it_warm(pool):
+    tasks = [fake_task(i, context=f"ctx{i % 3}") for i in range(12)]
+    results = [pool.check_batch([(t, "ok")])[0] for t in tasks]  # one at a time: nothing to spill
+    by_context: dict[str, set[str]] = {}
+    for task, res in zip(tasks, results, strict=True):
+        by_context.setdefault(task.context, set()).add(res.result.messages[0])
+    assert all(len(pids) == 1 for pids in by_context.values()), by_context
+    assert all(r.result.messages[1] == "warm" for r in results[3:])
+
+
+def test_a_busy_context_spills_to_an_idle_worker():
+    with fake_pool(2) as p:
+        results = p.check_batch([(fake_task(i, "same"), "sleep:0.4") for i in range(4)])
+        assert len({r.result.messages[0] for r in results}) == 2, "both workers should share a hot context"
+
+
+def test_routing_key_groups_a_file():
+    a = Task("a", "coq", "Require A.", "Lemma a : True.", "", metadata={"file": "x.v"})
+    b = Task("b", "coq", "Require A. Lemma a : True. Admitted.", "Lemma b : True.", "", metadata={"file": "x.v"})
+    c = Task("c", "coq", "Require A.", "Lemma c : True.", "")
+    assert routing_key(a) == routing_key(b) != routing_key(c)
+
+
+def test_kwargs_reach_the_workers():
+    with fake_pool(1, verifier_kwargs={"tag": "all"}, system_kwargs={"coq": {"tag": "coq-only"}}) as p:
+        assert p.check(fake_task(0), "ok").messages[2] == "coq-only"
+
+
+def test_pool_as_verifier_in_an_env():
+    with fake_pool(1) as p:
+        env = gym.make("proofgym/WholeProof-v0", tasks=[fake_task(0).to_dict()], verifier=p.as_verifier("coq"))
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step("ok")
+        assert reward == 1.0 and terminated and info["verdict"] == "OK"
+        env.close()
+        assert not p.closed  # the env does not own the pool
+
+
+def test_close_is_idempotent_and_leaves_no_process():
+    p = fake_pool(2)
+    assert p.wait_ready(60)
+    pids = p.worker_pids()
+    assert len(pids) == 2
+    waiting = p.submit(fake_task(0), "sleep:30")
+    time.sleep(0.2)
+    p.close()
+    p.close()
+    res = waiting.result(timeout=5)
+    assert res.harness_failure and res.error_kind == "closed"
+    assert not any(_alive(pid) for pid in pids)
+    with pytest.raises(PoolClosed):
+        p.submit(fake_task(1), "ok")
+
+
+def test_watchdog_kills_a_silent_check():
+    with fake_pool(1, watchdog_s=1.0) as p:
+        res = p.submit(fake_task(0), "hang").result(timeout=60)
+        assert res.error_kind == "watchdog" and res.attempts == 1  # a hang is not retried
+        assert p.check(fake_task(1), "ok").verdict is Verdict.OK  # a fresh worker took over
+
+
+def test_kwargs_only_factories_and_cpu_measurement():
+    """``run_eval(verifier="module:Factory")`` factories take only kwargs; the pool calls them that way."""
+    with LocalVerifierPool(1, verifier_factory="tests.test_eval_fakes:FakeVerifier", measure_cpu=True) as p:
+        result = p.check(fake_task(0), "good")
+        assert result.verdict is Verdict.OK and result.cpu_s == 0.02  # the verifier's own figure is kept
+        assert p.check(fake_task(1), "cheat").verdict is Verdict.CHEATING
+    with fake_pool(1, measure_cpu=True) as p:
+        assert p.check(fake_task(0), "sleep:0.05").cpu_s >= 0.0
+
+
+def test_make_pool_rejects_unknown_engines():
+    with pytest.raises(ValueError, match="engine"):
+        make_pool("threads")
+
+
+# ---------------------------------------------------------------------------------------------
+# real Coq
+
+
+@pytest.mark.prover
+@requires_coq
+def test_pool_verdicts_match_a_serial_verifier(tiny_suite):
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    tasks = load_task_list(tiny_suite)
+    proofs = ["reference", "Proof. Admitted.", "Proof. exact I. Qed.", "garbage ((("]
+    requests = [(f"{t.id}/{i}", t, t.reference_proof if p == "reference" else p)
+                for t in tasks for i, p in enumerate(proofs)]
+    with CoqVerifier() as serial:
+        expected = {rid: serial.check(t, p).verdict for rid, t, p in requests}
+    with LocalVerifierPool(2) as p:
+        got = {r.request_id: r.verdict for r in p.imap_unordered(requests)}
+        assert p.stats()["harness_failures"] == {}
+    assert got == expected
+    assert Verdict.OK in got.values() and Verdict.CHEATING in got.values()

