@@ -177,7 +177,7 @@ class Agent:
         if isinstance(observations, Mapping):
             actions, _ = self.act([observations], system=system, tasks=tasks)
             return actions[0]
-        from proofgym.agents.parsing import parse_proof
+        from proofgym.agents.parsing import parse_proof, statement_to_strip
         from proofgym.agents.prompts import prompts_for
 
         requests = []
@@ -191,7 +191,7 @@ class Agent:
             requests.append(Request(tuple(messages), task=task, attempt=int(obs.get("attempt", 0))))
         actions, infos = [], []
         for request, gen in zip(requests, self.generate(requests), strict=True):
-            proof = gen.text if gen.is_proof else parse_proof(gen.text, statement=request.task.statement).proof
+            proof = gen.text if gen.is_proof else parse_proof(gen.text, statement=statement_to_strip(request.task)).proof
             actions.append(proof)
             infos.append({**gen.info(), "raw": gen.text, "error": gen.error})
         return actions, infos

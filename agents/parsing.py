@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE_RE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*$", re.M)
@@ -90,6 +91,15 @@ def _strip_statement(code: str, statement: str) -> tuple[str, bool]:
     if not match:
         return code, False
     return code[match.end():], True
+
+
+def statement_to_strip(task: Any) -> str:
+    """The statement a reply may repeat before its proof; "" where the answer is a whole program.
+
+    For Dafny the submission is the whole program, which legitimately starts with the
+    spec: stripping it would delete the target's header.
+    """
+    return "" if getattr(task, "system", "") == "dafny" else getattr(task, "statement", "")
 
 
 def parse_proof(reply: str, *, statement: str = "") -> ParsedProof:

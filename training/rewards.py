@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from proofgym.agents.parsing import parse_proof
+from proofgym.agents.parsing import parse_proof, statement_to_strip
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
@@ -171,7 +171,7 @@ class VerifierReward:
 
     def proof_of(self, completion: Any, task: Task) -> str:
         """The proof to check: the completion's last fenced block, its statement copy removed."""
-        return parse_proof(completion_text(completion), statement=task.statement).proof
+        return parse_proof(completion_text(completion), statement=statement_to_strip(task)).proof
 
     def check(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[Outcome]:
         """Check ``proofs`` in parallel on the pool; a broken pool makes every outcome a harness failure."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import Agent, Generation, Request
-from proofgym.agents.parsing import parse_proof
+from proofgym.agents.parsing import parse_proof, statement_to_strip
 from proofgym.agents.prompts import prompts_for
 from proofgym.envs.types import Task
 
@@ -106,7 +106,7 @@ class Strategy:
         """The proof in a reply, and the parser's notes."""
         if generation.is_proof:
             return generation.text, ()
-        parsed = parse_proof(generation.text, statement=task.statement)
+        parsed = parse_proof(generation.text, statement=statement_to_strip(task))
         return parsed.proof, parsed.notes
 
     def describe(self) -> dict[str, Any]:

@@ -584,6 +584,7 @@ class _Slot:
     queue: deque[_Job] = field(default_factory=deque)
     current: _Job | None = None
     failed_starts: int = 0
+    came_up: bool = False  # the current process said "ready" (a worker that dies before that failed to start)
     retry_at: float = 0.0
     broken: bool = False
     checks: int = 0
@@ -856,7 +857,7 @@ class LocalVerifierPool(VerifierPool):
                 message = conn.recv()
                 with self._lock:
                     if message[0] == "ready":
-                        slot.ready, slot.pid, slot.failed_starts = True, int(message[1]), 0
+                        slot.ready, slot.pid, slot.failed_starts, slot.came_up = True, int(message[1]), 0, True
                         continue
                     _, seq, result, kind, text = message
                     job = slot.current
@@ -919,7 +920,7 @@ class LocalVerifierPool(VerifierPool):
             proc.kill()
         proc.join(timeout=5)
         code = proc.exitcode
-        was_ready = slot.ready
+        came_up = slot.came_up
         job = slot.current
         slot.current = None
         if slot.conn is not None:
@@ -943,7 +944,7 @@ class LocalVerifierPool(VerifierPool):
                     f"(last: {_describe_exit(code)})", slot)))
         if self._stopping:
             return
-        slot.failed_starts = 0 if was_ready else slot.failed_starts + 1
+        slot.failed_starts = 0 if came_up else slot.failed_starts + 1
         if slot.failed_starts >= 3:
             logger.error("verifier pool worker %d failed to start 3 times; giving up on it", slot.index)
             slot.broken = True
@@ -993,7 +994,7 @@ class LocalVerifierPool(VerifierPool):
                 slot.broken = True
             return
         child.close()
-        slot.proc, slot.conn, slot.ready, slot.pid = proc, parent, False, 0
+        slot.proc, slot.conn, slot.ready, slot.pid, slot.came_up = proc, parent, False, 0, False
 
     def _shutdown_workers(self) -> None:
         with self._lock:

@@ -473,9 +473,9 @@ class VerifierService:
 
 def _parse_reply(text: str, task: Task) -> str:
     """The proof in a model reply (last fenced block, statement copy removed); see ``agents/parsing.py``."""
-    from proofgym.agents.parsing import parse_proof
+    from proofgym.agents.parsing import parse_proof, statement_to_strip
 
-    return parse_proof(text, statement=task.statement).proof
+    return parse_proof(text, statement=statement_to_strip(task)).proof
 
 
 def load_task_index(suite: str | None) -> dict[str, Task]:
