@@ -1,8 +1,8 @@
 """Does learning work? SFT then GRPO on P1 Coq tasks with SmolLM2-135M on CPU; pass@k before and after.
 
-    python scripts/learning_curve.py                      # about 30 minutes on a quiet 2-core CPU
+    python scripts/learning_curve.py                      # about 30 minutes on a 2-core CPU
     python scripts/learning_curve.py --quick              # a few minutes: fewer tasks and steps
-    python scripts/learning_curve.py --k 4 --sft-epochs 2 --grpo-steps 20 --eval-limit 32
+    python scripts/learning_curve.py --k 4 --sft-epochs 2 --grpo-steps 20 --eval-limit 0   # longer
 
 Three held-out evaluations of the same tasks (``heldout`` split of the P1 tasks of
 ``coq-stdlib``, never trained on): the base model, after SFT on the reference proofs of the
@@ -30,22 +30,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output dir (default runs/learning_curve/<time>)")
     p.add_argument("--k", type=int, default=1, help="pass@k (k samples per task; 1: greedy)")
     p.add_argument("--eval-limit", type=int, default=24, help="held-out tasks evaluated (0: all)")
-    p.add_argument("--eval-max-tokens", type=int, default=96, help="tokens per reply in evaluation")
+    p.add_argument("--eval-max-tokens", type=int, default=80, help="tokens per reply in evaluation")
     p.add_argument("--context-chars", type=int, default=200, help="task context shown in prompts")
-    p.add_argument("--sft-epochs", type=float, default=2.0, help="SFT epochs over the training split")
-    p.add_argument("--sft-lr", type=float, default=5e-5, help="SFT learning rate")
-    p.add_argument("--grpo-steps", type=int, default=12, help="GRPO steps")
-    p.add_argument("--grpo-lr", type=float, default=2e-6, help="GRPO learning rate")
+    p.add_argument("--sft-epochs", type=float, default=1.0, help="SFT epochs over the training split")
+    p.add_argument("--sft-lr", type=float, default=1e-4, help="SFT learning rate")
+    p.add_argument("--grpo-steps", type=int, default=8, help="GRPO steps")
+    p.add_argument("--grpo-lr", type=float, default=1e-5, help="GRPO learning rate")
     p.add_argument("--generations", type=int, default=4, help="GRPO samples per prompt")
     p.add_argument("--prompts-per-step", type=int, default=2, help="GRPO prompts per step")
-    p.add_argument("--completion-tokens", type=int, default=96, help="GRPO tokens per completion")
+    p.add_argument("--completion-tokens", type=int, default=80, help="GRPO tokens per completion")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 on a shared machine)")
     p.add_argument("--workers", type=int, default=2, help="verifier workers")
     p.add_argument("--report-to", default="wandb", help="wandb (offline unless configured) or none")
-    p.add_argument("--quick", action="store_true", help="a short version: 8 eval tasks, 0.25 epoch, 3 GRPO steps")
+    p.add_argument("--quick", action="store_true", help="a short version: 8 eval tasks, 0.25 epoch, 2 GRPO steps")
     args = p.parse_args(argv)
     if args.quick:
-        args.eval_limit, args.sft_epochs, args.grpo_steps = 8, 0.25, 3
+        args.eval_limit, args.sft_epochs, args.grpo_steps = 8, 0.25, 2
     return args
 
 

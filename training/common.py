@@ -373,7 +373,8 @@ def make_pool(cfg: Any) -> Any:
 
 # -- W&B --------------------------------------------------------------------------------------------
 def setup_wandb(cfg: Any) -> None:
-    """Environment for transformers' W&B callback: project, mode (offline unless configured), run dir."""
+    """Environment for transformers' W&B callback: project, mode (offline unless configured), and the W&B
+    dir, ``<output_dir>/wandb`` (the W&B callback reads these when training starts)."""
     if "wandb" not in (cfg.report_to or []):
         return
     require("wandb", "train")
@@ -381,7 +382,7 @@ def setup_wandb(cfg: Any) -> None:
 
     os.environ["WANDB_PROJECT"] = cfg.wandb_project
     os.environ["WANDB_MODE"] = wandb_mode(cfg.wandb_mode)
-    os.environ.setdefault("WANDB_DIR", str(Path(cfg.output_dir).resolve()))
+    os.environ["WANDB_DIR"] = str(Path(cfg.output_dir).resolve())  # each run's W&B files live in its output dir
     Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("WANDB_SILENT", "true")
 
