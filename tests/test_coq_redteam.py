@@ -177,6 +177,8 @@ CHEATS = [
     C("false", "Proof. change_no_check (1 = 1). reflexivity. Qed.", REFUSED, id="change_no_check"),
     C("false", "Proof. vm_compute. reflexivity. Qed.", REFUSED, id="vm_compute"),
     C("leak", "Proof. Open Scope list_scope. auto with datatypes. Qed.", id="leak-hidden-by-scope"),
+    C("leak_noq", "Proof. auto with datatypes. Qed.", id="leak-noq-hint-sibling-after-target"),
+    C("leak_noq", "Proof. rewrite <- app_nil_end. reflexivity. Qed.", id="leak-noq-sibling-after-target"),
     C("false", "Proof. Open Scope nat_scope. Admitted.", id="scope-then-admitted"),
     C("false", "Proof. native_compute. reflexivity. Qed.", REFUSED, id="native_compute"),
     C("false", "Proof. exact (eq_refl 1 <: 1 = 2). Qed.", REFUSED, id="vm-cast-term"),

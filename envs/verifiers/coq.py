@@ -574,7 +574,14 @@ class CoqVerifier:
         """
         qualid = str(task.metadata.get("qualid", ""))
         module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
+        if not qualid:
+            # No qualid: a loaded library lemma with the target's name is taken as the original.
+            others = [f for f in _locate_all(session.ide, name, state) if f.startswith("Coq.")]
+            if len(others) == 1:
+                qualid = others[0]
+                module = qualid.rsplit(".", 1)[0]
         original_loaded = bool(module) and module in session.loaded
+        after = _defined_at_or_after(qualid) if original_loaded else None
         ide = session.ide
         reasons: set[str] = set()
         me = ".".join(["Top", *(n for _, n in open_blocks(task.context)), name])  # the lemma's own full name
@@ -613,8 +620,9 @@ class CoqVerifier:
                         to_print.append(full.split(".", 1)[1])
                     elif qualid and full == qualid:
                         reasons.add(f"uses the original lemma {full}")
-                    elif original_loaded and full.startswith(module + "."):
-                        reasons.add(f"uses {full} from the original file {module}")
+                    elif original_loaded and full.startswith(module + ".") and (
+                            after is None or full.split(".")[-1] in after):
+                        reasons.add(f"uses {full}, defined at or after the target in {module}")
                     elif not qualid and full.split(".")[-1] == name:
                         reasons.add(f"uses {full}, a lemma with the target's name")
             idents |= found
@@ -780,6 +788,40 @@ def _declared_axioms(context: str) -> set[str]:
             head = m.group(1).split(":", 1)[0] if "(" not in m.group(1).split(":", 1)[0] else m.group(1)
             names.update(re.findall(r"[A-Za-z_][\w']*", head))
     return names
+
+
+_DEF_NAME_RE = re.compile(r"^(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|Monomorphic|Program)\s+)*"
+                          r"(?:Lemma|Theorem|Fact|Remark|Corollary|Proposition|Property|Example|Definition|"
+                          r"Fixpoint|CoFixpoint|Inductive|CoInductive|Record|Structure|Class|Instance|Let|"
+                          r"Notation|Ltac|Hint\s+\w+)\s+([A-Za-z_][\w']*)")
+
+
+def _defined_at_or_after(qualid: str) -> set[str] | None:
+    """Names the original stdlib file defines at or after ``qualid``'s lemma; None if unknown.
+
+    The rule is "nothing the original file defines after the target"; lemmas before it
+    are fair game. Without the source, every name of that library counts (stricter).
+    """
+    parts = qualid.split(".")
+    if len(parts) < 3 or parts[0] != "Coq":
+        return None
+    try:
+        where = subprocess.run(["coqc", "-where"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = parts[-1]
+    for cut in range(len(parts) - 1, 1, -1):  # the file is a prefix of the path (modules may follow)
+        path = Path(where, "theories", *parts[1:cut]).with_suffix(".v")
+        if path.is_file():
+            try:
+                sentences = split_sentences(path.read_text(encoding="utf-8"))
+            except (OSError, CoqLexError):
+                return None
+            names = [m.group(1) for st in sentences if (m := _DEF_NAME_RE.match(st.code))]
+            if name not in names:
+                return None
+            return set(names[names.index(name):])
+    return None
 
 
 def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:
