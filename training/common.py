@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -494,3 +495,6 @@ def _finish_wandb() -> None:
         return
     if wandb.run is not None:
         wandb.finish()
+    # W&B reads WANDB_DIR once per process; tear down so a next run in this process (SFT then GRPO) gets its own.
+    with contextlib.suppress(Exception):
+        wandb.teardown()
