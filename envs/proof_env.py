@@ -35,6 +35,38 @@ def load_task_list(tasks: str | Path | Sequence[Task | Mapping[str, Any]]) -> li
     return loaded
 
 
+class VerifierSet:
+    """Verifiers by system for an env: a given verifier is used as is (its creator closes it);
+    the others are made on first use with ``kwargs`` and closed by :meth:`close`."""
+
+    def __init__(self, verifier: Verifier | None, kwargs: Mapping[str, Any] | None) -> None:
+        self._given = {verifier.system: verifier} if verifier is not None else {}
+        self._made: dict[str, Verifier] = {}
+        self._kwargs = dict(kwargs or {})
+
+    def get(self, system: str) -> Verifier:
+        if system in self._given:
+            return self._given[system]
+        if system not in self._made:
+            self._made[system] = make_verifier(system, **self._kwargs)
+        return self._made[system]
+
+    def close(self) -> None:
+        for verifier in self._made.values():
+            verifier.close()
+        self._made.clear()
+
+
+def select_task(env: gym.Env, tasks: list[Task], by_id: Mapping[str, Task], options: dict[str, Any] | None) -> Task:
+    """The task ``options["task_id"]`` names, else one drawn with the env's ``np_random``."""
+    task_id = (options or {}).get("task_id")
+    if task_id is None:
+        return tasks[int(env.np_random.integers(len(tasks)))]
+    if task_id not in by_id:
+        raise KeyError(f"unknown task_id {task_id!r}; the env has {len(tasks)} tasks")
+    return by_id[task_id]
+
+
 class WholeProofEnv(gym.Env[dict[str, Any], str]):
     """Whole-proof generation with verifier feedback (Selene's fixing round, SkillForge's repair loop).
 
@@ -101,11 +133,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
         self.reward_map = RewardMap.from_mapping(reward_map)
         self.context_chars = int(context_chars)
         self.render_mode = render_mode
-        self._verifiers: dict[str, Verifier] = {}
-        if verifier is not None:
-            self._verifiers[verifier.system] = verifier
-        self._owns_verifiers = verifier is None
-        self._verifier_kwargs = dict(verifier_kwargs or {})
+        self._verifiers = VerifierSet(verifier, verifier_kwargs)
         text = UnicodeText(MAX_TEXT)
         self.observation_space = spaces.Dict(
             {
@@ -126,14 +154,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
     # -- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        task_id = options.get("task_id")
-        if task_id is not None:
-            if task_id not in self._by_id:
-                raise KeyError(f"unknown task_id {task_id!r}; the env has {len(self.tasks)} tasks")
-            self.task = self._by_id[task_id]
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = select_task(self, self.tasks, self._by_id, options)
         self.attempt = 0
         self._feedback = ""
         self.last_result = None
@@ -168,17 +189,12 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
         return f"[{self.task.id}] attempt {self.attempt}/{self.max_attempts}\n{self.task.statement}\n{self._feedback}"
 
     def close(self) -> None:
-        if self._owns_verifiers:
-            for verifier in self._verifiers.values():
-                verifier.close()
-            self._verifiers.clear()
+        self._verifiers.close()
         super().close()
 
     # -- helpers --------------------------------------------------------------------------------
     def _verifier(self, system: str) -> Verifier:
-        if system not in self._verifiers:
-            self._verifiers[system] = make_verifier(system, **self._verifier_kwargs)
-        return self._verifiers[system]
+        return self._verifiers.get(system)
 
     def _obs(self) -> dict[str, Any]:
         assert self.task is not None  # noqa: S101 - internal invariant, reset() sets it

@@ -11,11 +11,11 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from proofgym.envs.errors import TaskFormatError
-from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.proof_env import VerifierSet, load_task_list, select_task
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.base import Verifier, make_verifier
+from proofgym.envs.verifiers.base import Verifier
 
 MAX_TEXT = 1 << 20
 MAX_STATE_ID = 2**31 - 1
@@ -93,11 +93,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
         self.goal_closed_reward = float(rewards.pop("goal_closed", 0.0))
         self.reward_map = RewardMap.from_mapping(rewards)
         self.render_mode = render_mode
-        self._verifiers: dict[str, Verifier] = {}
-        if verifier is not None:
-            self._verifiers[verifier.system] = verifier
-        self._owns_verifiers = verifier is None
-        self._verifier_kwargs = dict(verifier_kwargs or {})
+        self._verifiers = VerifierSet(verifier, verifier_kwargs)
         text = UnicodeText(MAX_TEXT)
         self.observation_space = spaces.Dict({
             "task_id": UnicodeText(4096),
@@ -116,14 +112,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        task_id = options.get("task_id")
-        if task_id is not None:
-            if task_id not in self._by_id:
-                raise KeyError(f"unknown task_id {task_id!r}; the env has {len(self.tasks)} tasks")
-            self.task = self._by_id[task_id]
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = select_task(self, self.tasks, self._by_id, options)
         self._close_session()
         verifier = self._verifier(self.task.system)
         if not hasattr(verifier, "open"):
@@ -182,10 +171,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     def close(self) -> None:
         self._close_session()
-        if self._owns_verifiers:
-            for verifier in self._verifiers.values():
-                verifier.close()
-            self._verifiers.clear()
+        self._verifiers.close()
         super().close()
 
     def _close_session(self) -> None:
@@ -194,9 +180,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
             self.session = None
 
     def _verifier(self, system: str) -> Verifier:
-        if system not in self._verifiers:
-            self._verifiers[system] = make_verifier(system, **self._verifier_kwargs)
-        return self._verifiers[system]
+        return self._verifiers.get(system)
 
     def _obs(self) -> dict[str, Any]:
         assert self.task is not None and self.session is not None  # noqa: S101 - reset() sets them

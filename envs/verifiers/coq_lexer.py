@@ -175,7 +175,7 @@ def open_blocks(src: str) -> list[tuple[str, str]]:
     return [(b.kind, b.name) for b in blocks]
 
 
-def _strip_attributes(code: str) -> str:
+def strip_attributes(code: str) -> str:
     """Drop leading ``#[...]`` attributes."""
     code = code.lstrip()
     while code.startswith("#["):
@@ -192,5 +192,3 @@ def _strip_attributes(code: str) -> str:
             return code
     return code
 
-
-strip_attributes = _strip_attributes

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, split_sentences, strip_comments
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
 
 # Tactic names that only ever mean "leave a hole".
 HOLE_TACTICS = frozenset({"admit", "give_up"})
@@ -179,15 +179,6 @@ def _first_word(code: str) -> str:
 
 def _short(code: str, n: int = 60) -> str:
     return code if len(code) <= n else code[: n - 3] + "..."
-
-
-def sentence_codes(text: str) -> list[Sentence]:
-    """Exposed for tests: the lexer's cut of ``text``."""
-    return split_sentences(text)
-
-
-def comment_free(text: str) -> str:
-    return strip_comments(text)
 
 
 # Coq 8.16 vernacular commands and control prefixes (from the reference manual's command

@@ -219,26 +219,11 @@ class IdeTop:
         return GoalSnapshot(fg, bg, shelved, given_up), reply
 
     def goals(self, *, timeout_s: float) -> tuple[list[Goal] | None, Reply]:
-        """Execute up to the tip and return the focused goals (None when not in proof mode)."""
-        reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s)
-        if not reply.good:
+        """The focused goals; when none are focused, the unfocused and shelved ones (what remains)."""
+        snap, reply = self.goal_snapshot(timeout_s=timeout_s)
+        if snap is None:
             return None, reply
-        opt = reply.value.find("option")
-        if opt is None or opt.get("val") == "none":
-            return None, reply
-        goals_elem = opt.find("goals")
-        lists = goals_elem.findall("list")
-        fg = lists[0].findall("goal") if lists else []
-        bg_count = len(lists[1].findall(".//goal")) if len(lists) > 1 else 0
-        shelved = len(lists[2].findall("goal")) if len(lists) > 2 else 0
-        parsed = [_parse_goal(g) for g in fg]
-        reply.messages.append(("debug", f"goals fg={len(fg)} bg={bg_count} shelved={shelved}"))
-        if not parsed and (bg_count or shelved):
-            # Unfocused or shelved goals remain: report them as remaining.
-            parsed = [_parse_goal(g) for g in lists[1].findall(".//goal")] + [
-                _parse_goal(g) for g in lists[2].findall("goal")
-            ]
-        return parsed, reply
+        return list(snap.foreground or (snap.background + snap.shelved)), reply
 
     def status(self, *, timeout_s: float) -> Reply:
         return self.call('<call val="Status"><bool val="true"/></call>', timeout_s=timeout_s)
