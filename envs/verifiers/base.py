@@ -32,6 +32,40 @@ class Verifier(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+class ProcessOwner:
+    """Lifecycle shared by verifiers that own prover processes (STYLE.md #6).
+
+    Subclasses set ``self._lock`` (an RLock) and ``self._closed = False`` in ``__init__``
+    and implement :meth:`_shutdown`, which runs once, after the verifier is marked closed.
+    """
+
+    _lock: Any
+    _closed: bool
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill every process this verifier started and remove its temp dirs. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __del__(self) -> None:  # last resort; close() is the contract
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
 def validate_submission(proof: Any, *, max_bytes: int = MAX_PROOF_BYTES) -> str:
     """Reject submissions that must not reach a prover: non-text, empty, binary, oversized.
 

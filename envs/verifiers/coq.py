@@ -37,7 +37,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
+from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
 from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
@@ -169,7 +169,7 @@ def parse_assumptions(text: str) -> tuple[list[str], list[str]]:
     return axioms, other
 
 
-class CoqVerifier:
+class CoqVerifier(ProcessOwner):
     """Checks Coq proofs; see the module docstring. Use as a context manager.
 
     Example:
@@ -202,28 +202,12 @@ class CoqVerifier:
         self.stats = {"checks": 0, "sessions_started": 0, "audits": 0, "session_reuse": 0}
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def __enter__(self) -> CoqVerifier:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Kill every prover process and remove temp dirs. Idempotent."""
+    def _shutdown(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             for session in self._sessions.values():
                 session.ide.kill()
             self._sessions.clear()
-            shutil.rmtree(self._root, ignore_errors=True)
-
-    def __del__(self) -> None:  # last resort; close() is the contract
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+        shutil.rmtree(self._root, ignore_errors=True)
 
     # -- public API ---------------------------------------------------------------------------
     def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:

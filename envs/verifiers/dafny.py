@@ -42,7 +42,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, validate_submission
+from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
 from proofgym.envs.verifiers.dafny_equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
 from proofgym.envs.verifiers.dafny_integrity import (
     Anchor,
@@ -159,7 +159,7 @@ class _Run:
     cpu_s: float = 0.0
 
 
-class DafnyVerifier:
+class DafnyVerifier(ProcessOwner):
     """Checks whole Dafny programs against a task's statement; see the module docstring.
 
     Example:
@@ -209,28 +209,12 @@ class DafnyVerifier:
                       "server_fallbacks": 0, "outer_kills": 0}
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def __enter__(self) -> DafnyVerifier:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Kill the server (and everything it started) and remove temp dirs. Idempotent."""
+    def _shutdown(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._server is not None:
-                self._server.kill()
-                self._server = None
-            shutil.rmtree(self._root, ignore_errors=True)
-
-    def __del__(self) -> None:  # last resort; close() is the contract
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+            server, self._server = self._server, None
+        if server is not None:
+            server.kill()
+        shutil.rmtree(self._root, ignore_errors=True)
 
     # -- public API ---------------------------------------------------------------------------
     def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:

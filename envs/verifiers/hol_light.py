@@ -45,7 +45,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import validate_submission
+from proofgym.envs.verifiers.base import ProcessOwner, validate_submission
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
 
 logger = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ def context_key(context: str) -> str:
     return hashlib.sha256(context.encode("utf-8")).hexdigest()[:24]
 
 
-class HolLightVerifier:
+class HolLightVerifier(ProcessOwner):
     """Checks HOL Light tactic proofs with a fork server; see the module docstring.
 
     Thread-safe: several threads may call :meth:`check` at once (attempts run in parallel workers).
@@ -456,29 +456,13 @@ class HolLightVerifier:
         self._closed = False
         self.stats = {"checks": 0, "server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0}
 
-    # -- lifecycle ------------------------------------------------------------------------------
-    def __enter__(self) -> HolLightVerifier:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop every server (and so every zygote and worker). Idempotent."""
+    # -- lifecycle ----------------------------------------------------------------------------
+    def _shutdown(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             servers = list(self._servers.values())
             self._servers.clear()
         for server in servers:
             server.close()
-
-    def __del__(self) -> None:  # last resort; close() is the contract
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     def server(self, base: str = "plain") -> HolLightServer:
         """The running server of ``base``, started (minutes) if needed."""
