@@ -23,6 +23,7 @@ How a check runs (see the README's "Coq verifier" section for the why):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -780,7 +781,8 @@ _DEF_NAME_RE = re.compile(r"^(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|M
                           r"Notation|Ltac|Hint\s+\w+)\s+([A-Za-z_][\w']*)")
 
 
-def _defined_at_or_after(qualid: str) -> set[str] | None:
+@functools.lru_cache(maxsize=256)
+def _defined_at_or_after(qualid: str) -> frozenset[str] | None:
     """Names the original stdlib file defines at or after ``qualid``'s lemma; None if unknown.
 
     The rule is "nothing the original file defines after the target"; lemmas before it
@@ -804,7 +806,7 @@ def _defined_at_or_after(qualid: str) -> set[str] | None:
             names = [m.group(1) for st in sentences if (m := _DEF_NAME_RE.match(st.code))]
             if name not in names:
                 return None
-            return set(names[names.index(name):])
+            return frozenset(names[names.index(name):])
     return None
 
 
