@@ -364,6 +364,8 @@ HONEST = [
     H("hard", "Proof. now induction n; simpl; auto. Qed.", id="now"),
     H("hard", "Proof. vm_compute. induction n; simpl; auto. Qed.", id="vm_compute"),
     H("leak", "Proof. Local Open Scope list_scope. induction l; simpl; congruence. Qed.", id="local-open-scope"),
+    # app_nil_l comes before app_nil_r in Lists/List.v: only what the file defines at or after the target is banned
+    H("leak", "Proof. induction l; simpl; [apply app_nil_l | congruence]. Qed.", id="earlier-lemma-of-original-file"),
     H("hard", "Proof. induction n; [ reflexivity | .. ]. simpl. now rewrite IHn. Qed.", id="dotdot-dispatch"),
     H("hard", "Proof.\r\n  induction n.\r\n  - reflexivity.\r\n  - simpl. rewrite IHn. reflexivity.\r\nQed.\r\n",
       id="crlf-multiline"),
