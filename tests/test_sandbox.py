@@ -120,6 +120,8 @@ def test_use_bwrap_true_without_bwrap_raises_with_install_hint(monkeypatch: pyte
 def test_limits_are_validated() -> None:
     with pytest.raises(ValueError, match="memory_bytes"):
         SandboxLimits(memory_bytes=0)
+    with pytest.raises(ValueError, match="tmp_bytes"):
+        SandboxLimits(tmp_bytes=-1)
     with pytest.raises(ValueError, match="ro_binds"):
         Sandbox(use_bwrap=False, ro_binds=["relative/path"])
 
@@ -139,6 +141,8 @@ def test_command_line_shape(workdir: Path, network: bool) -> None:
     bind = cmd.index("--bind")
     assert cmd[bind + 1 : bind + 3] == [str(workdir), str(workdir)]
     assert cmd.count("--bind") == 1, "the workdir must be the only writable host path"
+    tmp = cmd.index("/tmp")  # the private /tmp is sized: --size applies to the --tmpfs right after it
+    assert cmd[tmp - 3 : tmp] == ["--size", str(box.limits.tmp_bytes), "--tmpfs"]
 
 
 def test_unisolated_command_is_argv(workdir: Path) -> None:
@@ -392,6 +396,27 @@ def test_file_size_limit(workdir: Path, isolated: bool) -> None:
     assert run.returncode != 0
     assert run.signal == signal.SIGXFSZ  # dd itself, not a shell, is killed: the signal is reported as such
     assert (workdir / "big.bin").stat().st_size <= 1024**2
+
+
+@pytest.mark.prover
+@needs_bwrap
+def test_filling_the_temp_dir_stops_at_its_cap(workdir: Path) -> None:
+    """Many files, each under the per-file limit, stop at the tmpfs size; the host's /tmp never sees them."""
+    cap = 8 * 1024**2
+    box = Sandbox(SandboxLimits(tmp_bytes=cap, file_size_bytes=4 * 1024**2))
+    prefix = f"proofgym-fill-{uuid.uuid4().hex}"
+    script = (f'i=0; while [ $i -lt 6 ]; do dd if=/dev/zero of=/tmp/{prefix}-$i bs=1M count=3 2>>err.txt || break; '
+              f'i=$((i+1)); done; echo "files=$i"; cat /tmp/{prefix}-* | wc -c')
+    run = box.run(["sh", "-c", script], workdir=workdir, timeout_s=20)
+    assert run.returncode == 0, run.stderr
+    assert "No space left on device" in (workdir / "err.txt").read_text()
+    files, written = run.stdout.split()
+    assert files != "files=6", "18 MiB fitted in an 8 MiB /tmp"
+    assert cap - 1024**2 <= int(written) <= cap, "it should fill up to the cap, and no further"
+    assert not [p for p in Path("/tmp").iterdir() if p.name.startswith(prefix)], "the host's /tmp was written"
+    # the next job gets an empty /tmp again
+    again = box.run(["sh", "-c", f"ls /tmp | grep -c {prefix} || true"], workdir=workdir, timeout_s=10)
+    assert again.stdout.strip() == "0"
 
 
 @pytest.mark.parametrize("isolated", ISOLATION)

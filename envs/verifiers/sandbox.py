@@ -2,8 +2,8 @@
 
 Every check a verifier runs goes through :class:`Sandbox`. With bubblewrap (``bwrap``) the job gets
 its own mount, pid, network, IPC and UTS namespaces: ``/usr``, ``/etc`` and the other system dirs
-are bound read-only, ``/tmp`` is a private tmpfs, and the task's ``workdir`` is the only writable
-host path. Resource limits are rlimits (address space, CPU seconds, file size, open files) plus a
+are bound read-only, ``/tmp`` is a private tmpfs of at most ``tmp_bytes``, and the task's ``workdir``
+is the only writable host path. Resource limits are rlimits (address space, CPU seconds, file size, open files) plus a
 pids cgroup that bounds the number of tasks of the whole tree (fork bombs). The deadline is
 enforced from outside: the trusted parent SIGKILLs the process group and every member of the
 cgroup, so nothing a submission starts outlives its run.
@@ -85,6 +85,8 @@ class SandboxLimits:
             job's pids cgroup; ``RLIMIT_NPROC`` (per user, not per job) where no cgroup is writable.
         file_size_bytes: largest file the job may write (``RLIMIT_FSIZE``).
         open_files: most open file descriptors per process (``RLIMIT_NOFILE``).
+        tmp_bytes: size of the job's private ``/tmp`` (a tmpfs, so it is memory while it lasts); writing
+            more fails with ``ENOSPC``. ``RLIMIT_FSIZE`` bounds one file, this bounds all of them.
     """
 
     memory_bytes: int = 4 * 1024**3
@@ -92,9 +94,10 @@ class SandboxLimits:
     max_processes: int = 64
     file_size_bytes: int = 256 * 1024**2
     open_files: int = 1024
+    tmp_bytes: int = 256 * 1024**2
 
     def __post_init__(self) -> None:
-        for name in ("memory_bytes", "cpu_seconds", "max_processes", "file_size_bytes", "open_files"):
+        for name in ("memory_bytes", "cpu_seconds", "max_processes", "file_size_bytes", "open_files", "tmp_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
@@ -155,7 +158,7 @@ def _system_mount_args() -> list[str]:
             args += ["--ro-bind", "/dev/null", path]
     for path in MASKED_DIRS:
         if os.path.isdir(path) and not os.path.islink(path):
-            args += ["--tmpfs", path, "--remount-ro", path]
+            args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]  # an empty read-only mask
     return args
 
 
@@ -180,6 +183,8 @@ def _run_bwrap_probe() -> tuple[str | None, str]:
         "--cap-drop",
         "ALL",
         *_system_mount_args(),
+        "--size",
+        str(DEFAULT_LIMITS.tmp_bytes),
         "--tmpfs",
         "/tmp",
         "--proc",
@@ -890,7 +895,8 @@ class Sandbox:
         if self.network:
             cmd.append("--share-net")
         cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", *_system_mount_args()]
-        cmd += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+        # --size applies to the next --tmpfs only (bwrap >= 0.5)
+        cmd += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
         for path in self.ro_binds:
             if not os.path.exists(path):
                 raise SandboxError(f"read-only bind {path} does not exist on this machine")
