@@ -53,8 +53,14 @@ attempts; with n = k it is Selene's ACC#k). With --strategy selene the fixing
 round counts in fix@j, not in pass@j. Options of a strategy: --set key=value, e.g.
 --strategy selene --set sim=true --set fix=retry (see configs/eval/*.yaml).
 
+Checks run on the verifier pool that training and serve-verifier use: --workers
+processes keep their provers warm, and a worker killed mid-check is replaced and
+its check retried once (a second death is a harness failure: no row is written,
+and a rerun redoes it). --engine ray spreads the pool over a Ray cluster.
+
 examples:
   proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
+  proofgym eval --suite coq-stdlib --agent reference --workers 4 --engine ray
   proofgym eval --suite my_tasks.jsonl --agent reference --out runs/mine --json
   proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model m --k 5
   proofgym eval --suite coq-stdlib --agent local --model ./checkpoint --strategy selene
@@ -430,7 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", help="local agent: auto, float32, bfloat16, float16")
     p.add_argument("--threads", type=int, help="local agent: CPU threads for torch (1 is fastest on a busy machine)")
     p.add_argument("--script", help="scripted agent: JSON file of task id -> reply or list of replies")
-    p.add_argument("--workers", type=int, help="parallel verifier processes (default 1)")
+    p.add_argument("--workers", type=int, help="parallel verifier processes, each with warm provers (default 1; "
+                   "per node with --engine ray)")
+    p.add_argument("--engine", choices=["local", "ray"],
+                   help="verifier pool: local worker processes (default) or a Ray cluster (pip install "
+                        "'proofgym[ray]'; RAY_ADDRESS picks the cluster, else a local one starts)")
     p.add_argument("--out", help="run dir (or a results .jsonl); rerunning with the same --out resumes")
     p.add_argument("--runs-dir", dest="runs_dir", help="where default run dirs go (default runs/)")
     p.add_argument("--resume", action="store_true", help="continue the latest run of this command in --runs-dir")

@@ -37,7 +37,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import multiprocessing
 import os
 import re
 import shutil
@@ -47,8 +46,7 @@ import time
 import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -57,8 +55,9 @@ from typing import Any
 from proofgym.agents.base import Agent, Generation, Request
 from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
 from proofgym.agents.strategies.base import Attempt, PlainStrategy, Runtime, Strategy
-from proofgym.envs.errors import ProofgymError, VerifierError
+from proofgym.envs.errors import ProofgymError
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.pool import PoolResult, VerifierPool, make_pool
 
 FAILURE_TYPES = ("logic", "undefined", "syntax", "other")
 """Selene's Table 3 columns."""
@@ -313,83 +312,14 @@ def _repair_tail(path: Path) -> None:
                 fh.write(b"\n")
 
 
-# -- worker side ------------------------------------------------------------------------------------
-_WORKER: dict[str, Any] = {}
-
-
-def _worker_init(verifier_kwargs: dict[str, Any], verifier: str | None = None) -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    _WORKER["kwargs"] = verifier_kwargs
-    _WORKER["factory"] = verifier
-    _WORKER["verifiers"] = {}
-
-
-def _make_worker_verifier(system: str) -> Any:
-    factory = _WORKER.get("factory")
-    if factory:
-        import importlib
-
-        module, _, attr = factory.partition(":")
-        return getattr(importlib.import_module(module), attr)(**_WORKER.get("kwargs", {}))
-    from proofgym.envs.verifiers.base import make_verifier
-
-    return make_verifier(system, **_WORKER.get("kwargs", {}))
-
-
-def _tree_cpu_seconds() -> float:
-    """CPU seconds of this process, its reaped children and its live descendants (Linux ``/proc``; else own).
-
-    Warm provers are long-lived children: their CPU time shows only in ``/proc``.
-    """
-    import resource
-
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    try:
-        ticks = os.sysconf("SC_CLK_TCK")
-        parents: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(fields[1])].append((int(entry.name), (int(fields[11]) + int(fields[12])) / ticks))
-        stack = [os.getpid()]
-        while stack:
-            for pid, cpu in parents.get(stack.pop(), ()):
-                total += cpu
-                stack.append(pid)
-    except (OSError, ValueError, IndexError):
-        pass
-    return total
-
-
-def _worker_check(task_dict: dict[str, Any], sample: int, proof: str) -> dict[str, Any]:
-    task = Task.from_dict(task_dict)
-    verifiers = _WORKER.setdefault("verifiers", {})
-    cpu_before = _tree_cpu_seconds()
-    try:
-        if task.system not in verifiers:
-            verifiers[task.system] = _make_worker_verifier(task.system)
-        result = verifiers[task.system].check(task, proof)
-        if not result.cpu_s:
-            result = result.with_timing(result.wall_s, cpu_s=max(0.0, _tree_cpu_seconds() - cpu_before))
-    except VerifierError as exc:
-        broken = verifiers.pop(task.system, None)
-        if broken is not None:
-            broken.close()
-        return {"task_id": task.id, "sample": sample, "harness_error": f"{type(exc).__name__}: {exc}"}
-    except ProofgymError as exc:
-        return {"task_id": task.id, "sample": sample, "harness_error": f"{type(exc).__name__}: {exc}"}
+# -- verdicts as rows --------------------------------------------------------------------------------
+def _check_row(task: Task, sample: int, outcome: PoolResult) -> dict[str, Any]:
+    """A results row's verdict fields from a pool result, or ``{"harness_error": ...}`` when there is no verdict."""
+    if outcome.result is None:
+        return {"task_id": task.id, "sample": sample, "harness_error": f"{outcome.error_kind}: {outcome.harness_error}"}
     row = {"task_id": task.id, "sample": sample, "category": task.category, "system": task.system}
-    row.update(result.to_dict())
-    row["feedback"] = result.feedback()
+    row.update(outcome.result.to_dict())
+    row["feedback"] = outcome.result.feedback()
     return row
 
 
@@ -454,6 +384,9 @@ def run_eval(
     verifier: str | None = None,
     cache_dir: Path | None = None,
     console: Any = None,
+    engine: str = "local",
+    system_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    pool: VerifierPool | None = None,
 ) -> EvalSummary:
     """Evaluate ``agent`` with ``strategy`` on ``tasks``, ``n`` samples each; append rows to ``out``; return totals.
 
@@ -462,8 +395,8 @@ def run_eval(
         agent: An :class:`~proofgym.agents.base.Agent` (or an object with ``act(task, sample)``).
         k: pass@k / ACC#k to report.
         out: The results JSONL (appended; rows already there are not redone).
-        workers: Verifier processes.
-        verifier_kwargs: Options for the verifiers.
+        workers: Verifier processes (per node with ``engine="ray"``).
+        verifier_kwargs: Options for every verifier.
         progress: Show a progress bar (on stderr).
         on_result: Called with each row as it is written.
         strategy: Default: one zero-shot attempt (:class:`PlainStrategy`).
@@ -472,6 +405,14 @@ def run_eval(
         verifier: ``"module:factory"`` of the verifier to use instead of the system's (tests, custom checkers).
         cache_dir: Where a strategy may cache what it prepares (default: ``out``'s folder).
         console: A rich console for the progress bar.
+        engine: The verifier pool's engine, ``local`` or ``ray`` (see :func:`~proofgym.envs.verifiers.pool.make_pool`).
+        system_kwargs: Per-system verifier options, e.g. ``{"coq": {"audit": "always"}}``.
+        pool: Check on this pool (the caller owns it) instead of starting one.
+
+    Checks run on a :class:`~proofgym.envs.verifiers.pool.VerifierPool`, the same one the GRPO reward
+    functions, the vector envs and the verifier service use: warm verifiers per worker, a context
+    routed to the worker that has it warm, and a check whose worker is killed under it retried once on
+    a fresh worker (a second death is a harness failure: no row, counted, redone by the next run).
     """
     n = k if n is None else n
     if k < 1 or n < k:
@@ -481,26 +422,19 @@ def run_eval(
     strategy = strategy or PlainStrategy()
     ensure_writable(out)
     workers = max(1, workers)
-    init_args = (dict(verifier_kwargs or {}), verifier)
-    context = multiprocessing.get_context("forkserver")  # no fork of a process that may hold model threads
-
-    def new_pool() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
-                                   initargs=init_args)
-
-    pool = new_pool()
+    own_pool = pool is None
+    if pool is None:
+        options: dict[str, Any] = {"verifier_kwargs": dict(verifier_kwargs or {}), "system_kwargs": system_kwargs,
+                                   "verifier_factory": verifier, "measure_cpu": True}
+        if engine == "ray":
+            options["systems"] = sorted({t.system for t in tasks}) or ["coq"]
+        pool = make_pool(engine, workers=workers, **options)
     harness_failures = 0
     agent_failures = 0
     try:
         def check_now(pairs: Sequence[tuple[Task, str]]) -> list[dict[str, Any]]:
-            futures = [pool.submit(_worker_check, t.to_dict(), -1, p) for t, p in pairs]
-            results = []
-            for fut in futures:
-                try:
-                    results.append(fut.result())
-                except Exception as exc:  # noqa: BLE001 - a harness failure: no verdict
-                    results.append({"harness_error": f"{type(exc).__name__}: {exc}"})
-            return results
+            outcomes = pool.check_batch(list(pairs))
+            return [_check_row(task, -1, outcome) for (task, _proof), outcome in zip(pairs, outcomes, strict=True)]
 
         runtime = Runtime(agent=agent, check=check_now, cache_dir=cache_dir or out.parent)
         eval_tasks = strategy.prepare(tasks, runtime)
@@ -515,8 +449,8 @@ def run_eval(
             pending_new = iter(todo)
             exhausted = False
             ready: deque[_Episode] = deque()
-            to_check: deque[tuple[_Episode, str, Generation, tuple[str, ...], int]] = deque()
-            inflight: dict[Future, tuple[_Episode, str, Generation, tuple[str, ...], int]] = {}
+            to_check: deque[tuple[_Episode, str, Generation, tuple[str, ...]]] = deque()
+            inflight: dict[Future, tuple[_Episode, str, Generation, tuple[str, ...]]] = {}
             gen_future: Future | None = None
             gen_batch: list[_Episode] = []
             limit = workers * 2  # back-pressure: proofs in verification at once
@@ -554,9 +488,9 @@ def run_eval(
                         gen_future = _background(lambda reqs=requests: agent.generate(reqs))
                         gen_batch = batch
                 while to_check and len(inflight) < limit:
-                    ep, proof, gen, notes, tries = to_check.popleft()
-                    fut = pool.submit(_worker_check, ep.task.to_dict(), ep.sample, proof)
-                    inflight[fut] = (ep, proof, gen, notes, tries)
+                    ep, proof, gen, notes = to_check.popleft()
+                    fut = pool.submit(ep.task, proof, request_id=(ep.task.id, ep.sample))
+                    inflight[fut] = (ep, proof, gen, notes)
                 if gen_future is None and not inflight and not to_check and not ready and exhausted:
                     break
                 waiting = list(inflight) + ([gen_future] if gen_future is not None else [])
@@ -573,27 +507,13 @@ def run_eval(
                             bar.advance(f"agent failure: {gen.error[:60]}", ok=False)
                             continue
                         proof, notes = strategy.parse(ep.task, gen)
-                        to_check.append((ep, proof, gen, notes, 0))
+                        to_check.append((ep, proof, gen, notes))
                     gen_batch = []
-                broken = False
                 for fut in finished:
                     if fut not in inflight:
                         continue
-                    ep, proof, gen, notes, tries = inflight.pop(fut)
-                    try:
-                        result = fut.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        if tries == 0:
-                            to_check.appendleft((ep, proof, gen, notes, 1))  # a killed worker: retry once
-                        else:
-                            harness_failures += 1
-                            bar.advance("harness failure: worker died twice", ok=False)
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - a harness failure, not a verdict
-                        harness_failures += 1
-                        bar.advance(f"harness failure: {type(exc).__name__}", ok=False)
-                        continue
+                    ep, proof, gen, notes = inflight.pop(fut)
+                    result = _check_row(ep.task, ep.sample, fut.result())  # the pool returns failures as values
                     if "harness_error" in result:
                         harness_failures += 1
                         bar.advance(f"harness failure: {result['harness_error'][:60]}", ok=False)
@@ -602,15 +522,9 @@ def run_eval(
                                                messages=ep.request.messages if ep.request else (),
                                                parse_notes=notes))
                     next_step(ep)
-                if broken:
-                    # Every check in flight on the broken pool is lost: requeue them on a fresh pool.
-                    for ep, proof, gen, notes, tries in inflight.values():
-                        to_check.appendleft((ep, proof, gen, notes, tries + 1))
-                    inflight.clear()
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = new_pool()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if own_pool:
+            pool.close()
     summary = summarize(read_results(out), eval_tasks, k, n=n, max_attempts=strategy.max_attempts)
     summary.harness_failures = harness_failures
     summary.agent_failures = agent_failures
@@ -714,7 +628,9 @@ class EvalConfig:
     request_timeout: float = field(default=120.0, metadata={"help": "seconds per API request"})
     max_retries: int = field(default=5, metadata={"help": "retries on 429/5xx/timeouts per request"})
     batch_size: int = field(default=16, metadata={"help": "requests per generation batch"})
-    workers: int = field(default=1, metadata={"help": "parallel verifier processes"})
+    workers: int = field(default=1, metadata={"help": "parallel verifier processes (per node with --engine ray)"})
+    engine: str = field(default="local", metadata={"help": "verifier pool: local (worker processes here) or ray "
+                                                   "(one actor per node and system; needs the ray extra)"})
     limit: int = field(default=0, metadata={"help": "only the first N tasks"})
     out: str | None = field(default=None, metadata={"help": "run dir, or a results .jsonl (summary.json goes next "
                                                     "to it)"})
@@ -879,6 +795,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
 
     if cfg.k < 1 or cfg.workers < 1 or cfg.samples < cfg.k:
         raise ProofgymError("--k and --workers must be >= 1, and --n >= --k")
+    if cfg.engine not in ("local", "ray"):
+        raise ProofgymError(f"--engine must be local or ray, got {cfg.engine!r}")
     suite_path = resolve_suite(cfg.suite)
     tasks = load_tasks(suite_path)
     if cfg.limit:
@@ -921,10 +839,10 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
 
             logger = WandbLogger(project=cfg.wandb_project, name=paths.run_dir.name, config=config,
                                  directory=paths.run_dir, mode=cfg.wandb_mode)
-        verifier_kwargs = {"audit": cfg.audit} if cfg.audit else {}
+        system_kwargs = {"coq": {"audit": cfg.audit}} if cfg.audit else {}
         try:
             summary = run_eval(tasks, agent=agent, k=cfg.k, n=cfg.samples, out=paths.results, workers=cfg.workers,
-                               verifier_kwargs=verifier_kwargs, progress=progress, strategy=strategy,
+                               engine=cfg.engine, system_kwargs=system_kwargs, progress=progress, strategy=strategy,
                                batch_size=cfg.batch_size, verifier=cfg.verifier, cache_dir=paths.run_dir,
                                on_result=logger.log_result if logger else None, console=console)
         except BaseException:
