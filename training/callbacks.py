@@ -43,6 +43,7 @@ class CheckpointEvalCallback(TrainerCallback):
         k: pass@k to report.
         n: Samples per task (default ``k``).
         workers: Verifier processes of the evaluation.
+        engine: The evaluation's verifier pool engine (``local`` or ``ray``), as training's.
         max_tokens: Tokens per reply.
         temperature: Sampling temperature (default: 0 for one sample, else 0.5).
         batch_size: Prompts generated together.
@@ -54,14 +55,14 @@ class CheckpointEvalCallback(TrainerCallback):
     """
 
     def __init__(self, suite_path: str | Path, *, every_steps: int = 0, on_start: bool = False, k: int = 1,
-                 n: int | None = None, workers: int = 2, max_tokens: int = 256, temperature: float | None = None,
+                 n: int | None = None, workers: int = 2, engine: str = "local", max_tokens: int = 256, temperature: float | None = None,
                  batch_size: int = 8, context_chars: int = 2000, audit: str | None = None, device: str = "auto",
                  seed: int | None = None, out_dir: str | Path | None = None,
                  announce: Callable[[str], None] = announce) -> None:
         self.suite_path = Path(suite_path)
         self.every_steps = int(every_steps)
         self.on_start = on_start
-        self.options = dict(k=k, n=n, workers=workers, max_tokens=max_tokens, temperature=temperature,
+        self.options = dict(k=k, n=n, workers=workers, engine=engine, max_tokens=max_tokens, temperature=temperature,
                             batch_size=batch_size, audit=audit, device=device, seed=seed,
                             strategy_options={"context_chars": context_chars})
         self.announce = announce

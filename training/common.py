@@ -426,6 +426,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun) -> Any:
     return CheckpointEvalCallback(
         prepared.heldout_path, every_steps=cfg.checkpoint_eval_steps, on_start=cfg.checkpoint_eval_on_start,
         k=cfg.checkpoint_eval_k, n=cfg.checkpoint_eval_n or None, workers=cfg.verifier_workers,
+        engine=cfg.verifier_engine,
         max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
         batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
         device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir)
