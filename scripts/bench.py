@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,6 +44,7 @@ from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers import base
 from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.envs.verifiers.procfs import cpu_seconds, descendants, rss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SUITE = ROOT / "tests" / "data" / "tiny_suite.jsonl"
@@ -76,35 +78,6 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
-def _tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            out.append(child)
-            stack.append(child)
-    return out
-
-
-def _rss(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
-
-
 class PeakRss:
     """Samples the RSS of this process's descendants (verifier workers and provers) in the background."""
 
@@ -118,8 +91,8 @@ class PeakRss:
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            tree = _tree(me)
-            self.peak = max(self.peak, _rss(tree))
+            tree = descendants(me)
+            self.peak = max(self.peak, rss_bytes(tree))
             self.peak_processes = max(self.peak_processes, len(tree))
             self._stop.wait(self.period_s)
 
@@ -213,19 +186,8 @@ def step_overhead(system: str, task: Task, proof: str, reps: int) -> tuple[float
 
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds of ``pid``'s live descendants (pool workers and their warm provers) plus its reaped children."""
-    import resource
-
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for child in _tree(pid):
-        try:
-            with open(f"/proc/{child}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-        except (OSError, ValueError, IndexError):
-            continue
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return total + kids.ru_utime + kids.ru_stime
+    return cpu_seconds(descendants(pid, zombies=False)) + kids.ru_utime + kids.ru_stime
 
 
 def throughput(workers: int, tasks: list[Task], checks: int, engine: str = "local",

@@ -20,7 +20,6 @@ programs (mutants of every reference, plus a corpus of resolution errors).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from proofgym.envs.tasks.dafny_nl import build_tasks
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.dafny import DafnyVerifier, dafny_available
 from proofgym.envs.verifiers.dafny_output import parse_output, taxonomy_coverage
 
@@ -46,33 +46,8 @@ def broken(task: Task) -> str:
     return re.sub(r"\b1\b", "2", ref, count=1) if re.search(r"\b1\b", ref) else ref.replace("0", "1", 1)
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
 def tree_rss_kib(root: int) -> int:
-    kids = _children()
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        stack.extend(kids.get(pid, []))
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+    return procfs.rss_bytes([root, *procfs.descendants(root)]) // 1024
 
 
 class PeakSampler:

@@ -35,6 +35,7 @@ import gymnasium as gym
 import proofgym  # noqa: F401 - registers the envs
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers import procfs
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SUITE = ROOT / "tests" / "data" / "tiny_suite.jsonl"
@@ -234,44 +235,15 @@ def verifier_processes(pid: int, before: set[int]) -> list[int]:
 
 
 def descendants(pid: int) -> list[int]:
-    """Live (non-zombie) descendants of ``pid``, from one scan of /proc."""
-    children: dict[int, list[int]] = {}
-    zombies: set[int] = set()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None:
-                children.setdefault(stat[0], []).append(int(entry.name))
-                if stat[1] == "Z":
-                    zombies.add(int(entry.name))
-    out, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            stack.append(child)
-            if child not in zombies:
-                out.append(child)
-    return out
+    """Live (non-zombie) descendants of ``pid``."""
+    return procfs.descendants(pid, zombies=False)
 
 
 def zombies_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None and stat[0] == pid and stat[1] == "Z":
-                found.append(int(entry.name))
-    return found
+    return [child for child in procfs.children(pid) if (_stat(child) or (0, ""))[1] == "Z"]
 
 
-def rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+rss_bytes = procfs.rss_bytes
 
 
 # -- running --------------------------------------------------------------------------------------

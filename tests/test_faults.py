@@ -25,6 +25,7 @@ import pytest
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.training import evaluate
 from proofgym.training.evaluate import ReferenceAgent, read_results, run_eval
@@ -39,28 +40,9 @@ def loop_task(i: int, timeout_s: float = 3) -> Task:
                 reference_proof=LOOP_PROOF, category="P1", timeout_s=timeout_s)
 
 
-def _ppid_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
-
-
 def descendants(pid: int) -> list[int]:
-    tree, out, stack = _ppid_map(), [], [pid]
-    while stack:
-        for child in tree.get(stack.pop(), []):
-            out.append(child)
-            stack.append(child)
-    return out
+    """Live processes below ``pid``."""
+    return procfs.descendants(pid, zombies=False)
 
 
 def _wait_until(predicate, timeout_s: float = 60.0, step: float = 0.05) -> bool:
@@ -133,9 +115,8 @@ def _eval_workers(eval_pid: int) -> list[int]:
     Found by shape, not by name, so that it holds however the eval starts its workers
     (a process pool, a forkserver, the verifier pool).
     """
-    tree = _ppid_map()
     return [pid for pid in descendants(eval_pid)
-            if "python" in os.path.basename(_exe(pid)) and any("bwrap" in _exe(c) for c in tree.get(pid, []))]
+            if "python" in os.path.basename(_exe(pid)) and any("bwrap" in _exe(c) for c in procfs.children(pid))]
 
 
 @pytest.mark.prover

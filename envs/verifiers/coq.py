@@ -42,6 +42,7 @@ from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
 from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
+from proofgym.envs.verifiers.procfs import rss_bytes
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
 
 _STATEMENT_RE = re.compile(
@@ -396,14 +397,7 @@ class CoqVerifier(ProcessOwner):
 
     def _session_rss(self, session: _Session) -> int:
         """Resident memory (bytes) of the session's prover processes."""
-        total = 0
-        for pid in session.ide.program_pids():
-            try:
-                with open(f"/proc/{pid}/statm") as fh:
-                    total += int(fh.read().split()[1]) * 4096
-            except (OSError, ValueError, IndexError):
-                pass
-        return total
+        return rss_bytes(session.ide.program_pids())
 
     def _drop(self, session: _Session) -> None:
         session.ide.kill()

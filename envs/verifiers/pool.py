@@ -53,7 +53,6 @@ import logging
 import multiprocessing
 import os
 import queue
-import resource
 import shutil
 import signal
 import tempfile
@@ -70,6 +69,7 @@ from typing import Any
 from proofgym.envs.errors import ProofgymError, TaskFormatError, VerifierCrashed, VerifierError
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.procfs import tree_cpu_s
 
 __all__ = [
     "CheckRequest",
@@ -460,39 +460,6 @@ def _construct(make: VerifierFactory, system: str, kwargs: dict[str, Any]) -> An
     return make(system, **kwargs) if takes_system else make(**kwargs)
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(int(c) for c in fh.read().split())
-    except (OSError, ValueError):
-        pass
-    return out
-
-
-def _tree_cpu_s() -> float:
-    """CPU seconds of this worker, its reaped children, and its live descendants (the warm provers).
-
-    A warm prover never exits, so ``RUSAGE_CHILDREN`` alone misses it; ``/proc`` has its running total.
-    """
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    ticks = os.sysconf("SC_CLK_TCK")
-    stack = _children(os.getpid())
-    while stack:
-        pid = stack.pop()
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-        except (OSError, ValueError, IndexError):
-            continue
-        stack.extend(_children(pid))
-    return total
-
-
 def _classify(exc: BaseException) -> str:
     if isinstance(exc, VerifierError):
         return "verifier"
@@ -532,10 +499,10 @@ def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | s
                     verifier = _construct(make, task.system,
                                           {**verifier_kwargs, **system_kwargs.get(task.system, {})})
                     verifiers[task.system] = verifier
-                cpu_before = _tree_cpu_s() if measure_cpu else 0.0
+                cpu_before = tree_cpu_s() if measure_cpu else 0.0
                 result = verifier.check(task, proof)
                 if measure_cpu and not result.cpu_s:
-                    result = result.with_timing(result.wall_s, cpu_s=max(0.0, _tree_cpu_s() - cpu_before))
+                    result = result.with_timing(result.wall_s, cpu_s=max(0.0, tree_cpu_s() - cpu_before))
                 reply: tuple[Any, ...] = ("result", seq, result, "", "")
             except Exception as exc:  # noqa: BLE001 - every failure goes back as a value
                 kind = _classify(exc)

@@ -1,0 +1,65 @@
+"""The /proc process-tree helpers on real processes: a shell with a sleeping child and a busy grandchild."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from proofgym.envs.verifiers import procfs
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+
+
+def _wait(predicate, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_tree_rss_and_cpu_of_a_real_process_tree():
+    # bash -> (sleep, python busy loop that allocates 64 MiB)
+    script = ("sleep 60 & " f"{sys.executable} -c 'b = bytearray(64 << 20); import time; t = time.time()\n"
+              "while time.time() - t < 60: pass' & wait")
+    proc = subprocess.Popen(["bash", "-c", script])
+    try:
+        assert _wait(lambda: len(procfs.descendants(proc.pid)) == 2)
+        kids = procfs.children(proc.pid)
+        assert sorted(kids) == sorted(procfs.descendants(proc.pid)) and os.getpid() not in kids
+        assert proc.pid in procfs.children(os.getpid())
+        assert proc.pid in procfs.parent_map()[os.getpid()]
+        assert _wait(lambda: procfs.rss_bytes(kids) > 64 << 20), "the 64 MiB buffer is resident"
+        before = procfs.tree_cpu_s(proc.pid)
+        assert _wait(lambda: procfs.tree_cpu_s(proc.pid) - before > 0.2), "the busy loop's CPU time is counted"
+        assert procfs.tree_cpu_s() >= procfs.tree_cpu_s(proc.pid) - 1.0  # ours includes the tree below us
+    finally:
+        for pid in [*procfs.descendants(proc.pid), proc.pid]:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+
+def test_gone_processes_are_skipped_not_errors():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert procfs.children(proc.pid) == [] and procfs.descendants(proc.pid) == []
+    assert procfs.rss_bytes([proc.pid]) == 0 and procfs.cpu_seconds([proc.pid]) == 0.0
+
+
+def test_zombies_can_be_left_out():
+    proc = subprocess.Popen(["true"])
+    assert _wait(lambda: (procfs._stat_fields(proc.pid) or [b"?"])[0] == b"Z")  # exited, not yet reaped
+    try:
+        assert proc.pid in procfs.descendants(os.getpid())
+        assert proc.pid not in procfs.descendants(os.getpid(), zombies=False)
+        assert proc.pid not in procfs.parent_map(zombies=False).get(os.getpid(), [])
+    finally:
+        proc.wait()
