@@ -109,6 +109,28 @@ def _exe(pid: int) -> str:
         return ""
 
 
+@pytest.mark.prover
+@requires_coq
+def test_coq_prover_killed_mid_check_still_gives_the_verdict(tiny_suite):
+    """SIGKILL the coqidetop itself (not the worker) while it works: the check still ends in its own verdict."""
+    tasks = {t.id: t for t in load_task_list(tiny_suite)}
+    with LocalVerifierPool(1) as pool:
+        for round_ in range(2):  # once while the context loads (cold), once mid-proof (warm)
+            future = pool.submit(loop_task(0), LOOP_PROOF, request_id=f"victim{round_}")
+            assert _wait_until(lambda rid=f"victim{round_}": rid in pool.running())
+            worker = pool.running()[f"victim{round_}"]
+            assert _wait_until(lambda w=worker: any("coqidetop" in _exe(p) for p in descendants(w)))
+            time.sleep(0.5 * round_)
+            killed = [pid for pid in descendants(worker) if "coqidetop" in _exe(pid)]
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+            assert killed and not future.done(), "the prover must die while the check is running"
+            victim = future.result(timeout=300)
+            assert victim.verdict is Verdict.TIMEOUT, victim  # what the loop gets undisturbed
+        honest = pool.check_batch([(tasks["tiny.lia"], tasks["tiny.lia"].reference_proof)])[0]
+        assert honest.verdict is Verdict.OK and pool.stats()["harness_failures"] == {}
+
+
 def _eval_workers(eval_pid: int) -> list[int]:
     """The eval's verifier workers: its Python descendants that run a sandboxed prover (a bwrap child).
 

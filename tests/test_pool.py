@@ -36,7 +36,7 @@ class FakeVerifier:
 
     ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``die`` -> SIGKILL
     itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``raise`` ->
-    VerifierCrashed; ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
+    VerifierCrashed; ``raise-once:PATH`` -> VerifierCrashed unless PATH exists (and creates it); ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
     sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
     """
 
@@ -59,6 +59,10 @@ class FakeVerifier:
                 os.kill(os.getpid(), signal.SIGKILL)
         elif verb == "raise":
             raise VerifierCrashed("the fake prover crashed")
+        elif verb == "raise-once":
+            if not os.path.exists(arg):
+                Path(arg).write_text("crashed")
+                raise VerifierCrashed("the fake prover was killed under the check")
         elif verb == "badtask":
             raise TaskFormatError("the fake task does not load")
         elif verb == "oserror":
@@ -128,6 +132,15 @@ def test_verdicts_and_harness_failures_are_values(pool):
     assert row["verdict"] is None and row["error_kind"] == "verifier"
     # The worker survived its broken verifier, which is rebuilt for the next check.
     assert pool.check(fake_task(7), "ok").verdict is Verdict.OK
+
+
+def test_a_prover_that_breaks_once_under_a_check_is_retried_on_a_fresh_verifier(pool, tmp_path):
+    """A prover killed from outside mid-check (a verifier harness failure) costs a retry, not a lost result."""
+    result = pool.check_batch([(fake_task(0), f"raise-once:{tmp_path / 'crashed'}")])[0]
+    assert result.verdict is Verdict.OK and result.attempts == 2, result
+    assert result.result.messages[1] == "cold", "the retry ran on a freshly built verifier"
+    again = pool.check_batch([(fake_task(1), "raise")])[0]  # breaks every time: reported after one retry
+    assert again.harness_failure and again.error_kind == "verifier" and again.attempts == 2
 
 
 def test_check_batch_keeps_input_order_and_check_raises_on_harness_failure(pool):

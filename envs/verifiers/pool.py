@@ -33,6 +33,8 @@ Faults the local engine handles (see ``tests/test_faults.py``):
 - a worker killed mid-check (SIGKILL, OOM killer): the check is retried once on a fresh worker, or
   returned as a ``worker_died`` harness failure if that worker dies too; a replacement worker is
   started at once, and checks queued behind the dead one move on;
+- a prover process killed or crashed under a check (a ``verifier`` harness failure: the worker drops
+  that verifier): the check is retried once on a fresh verifier, then returned as the failure;
 - a check that never answers: the worker is killed at a watchdog deadline far beyond the verifier's
   own, and the check is a ``watchdog`` harness failure (a hang would hang again: no retry);
 - ``close()`` is idempotent, stops the workers (SIGKILL after a grace period), reaps them, and
@@ -589,7 +591,8 @@ class LocalVerifierPool(VerifierPool):
         verifier_kwargs: Options for every verifier (``make_verifier(system, **verifier_kwargs)``).
         system_kwargs: Per-system options on top, e.g. ``{"coq": {"audit": "always"}}``.
         max_pending: Most unfinished checks before :meth:`submit` blocks (default ``4 * workers``).
-        max_retries: How many times a check whose worker died under it is sent to a fresh worker.
+        max_retries: How many times a check is retried when its worker died under it (on a fresh worker) or its
+            verifier broke (``verifier`` harness failure: on a freshly started verifier).
         watchdog_s: Seconds (or ``task -> seconds``) after which a silent check's worker is killed.
         spill_at: A context's warm workers all this loaded and another idle: the idle one takes it.
         verifier_factory: ``(system, **kwargs) -> Verifier`` (or ``"module:attr"``; a factory without a
@@ -832,6 +835,12 @@ class LocalVerifierPool(VerifierPool):
                         continue  # a job failed by close() or the watchdog meanwhile
                     slot.current = None
                     slot.checks += 1
+                    if result is None and kind == "verifier" and job.attempts <= self.max_retries:
+                        # The prover broke under the check (killed, crashed): the worker has dropped that
+                        # verifier, so the retry runs on a fresh one. A prover that cannot start fails again.
+                        self._counters["retries"] += 1
+                        slot.queue.appendleft(job)
+                        continue
                     worker = f"local:{slot.index}:{slot.pid}"
                     now = time.monotonic()
                     finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, result, text, kind,
