@@ -174,7 +174,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     paths_box: list[Any] = []
     try:
         cfg = _eval_config(args)
-        progress = not getattr(args, "no_progress", False) and sys.stderr.isatty() or getattr(args, "progress", False)
+        progress = not getattr(args, "no_progress", False)
         summary, paths = evaluate(cfg, progress=progress, on_start=paths_box.append)
     except ModelUnavailable as exc:
         return _die(EXIT_MODEL, str(exc))
@@ -452,8 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb-mode", dest="wandb_mode", choices=["online", "offline", "disabled"],
                    help="default: WANDB_MODE, else online with WANDB_API_KEY, else offline")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
-    p.add_argument("--progress", action="store_true", help="force the progress bar (on stderr) when not a terminal")
+    p.add_argument("--no-progress", dest="no_progress", action="store_true",
+                   help="no progress on stderr (default: a live bar on a terminal, a line every 30 s in a log)")
+    p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("serve-model", help="serve a local checkpoint with an OpenAI-compatible API",

@@ -107,7 +107,7 @@ class CheckpointEvalCallback(TrainerCallback):
         cfg = EvalConfig(suite=str(self.suite_path), agent="local", model=str(checkpoint), out=str(out),
                          **self.options)
         try:
-            summary, paths = evaluate(cfg, progress=False)
+            summary, paths = evaluate(cfg, progress=True)
         except ProofgymError as exc:
             self.announce(f"checkpoint evaluation of step {step} failed: {exc}")
             record = {"step": step, "checkpoint": str(checkpoint), "error": str(exc)}

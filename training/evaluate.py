@@ -56,6 +56,7 @@ from proofgym.agents.base import Agent, Generation, Request
 from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
 from proofgym.agents.strategies.base import Attempt, PlainStrategy, Runtime, Strategy
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers.pool import PoolResult, VerifierPool, make_pool
 
@@ -561,47 +562,27 @@ def _episode_row(ep: _Episode, segment: str, elapsed: float) -> dict[str, Any]:
 
 
 class _Progress:
-    """A rich progress bar on stderr (or nothing) with the running pass rate and verdict counts."""
+    """The eval's progress (a live bar on a terminal, plain lines in a log) with the pass rate and verdict counts."""
 
     def __init__(self, enabled: bool, total: int, completed: int, console: Any = None) -> None:
-        self.enabled, self.total, self.completed = enabled, total, completed
-        self.console = console
+        self.bar = ProgressBar("eval", total, completed=completed, enabled=enabled, console=console)
         self.counts: Counter = Counter()
         self.ok = 0
         self.finished = 0
 
     def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.description}"),
-                                      console=self.console or Console(stderr=True), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task("", total=self.total, completed=self.completed)
+        self.bar.__enter__()
         return self
 
     def advance(self, label: str, *, ok: bool) -> None:
         self.counts[label.split(":")[0]] += 1
         self.finished += 1
         self.ok += ok
-        if not self.enabled:
-            return
         rate = f"pass {self.ok}/{self.finished} ({100 * self.ok / self.finished:.0f}%)"
-        desc = rate + "  " + " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        self._progress.update(self._task, advance=1, description=desc)
+        self.bar.advance(description=rate + "  " + " ".join(f"{k}={v}" for k, v in sorted(self.counts.items())))
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._progress.stop()
+        self.bar.__exit__(*exc)
 
 
 # -- configuration, run directories, the whole run -------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
+from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task, Verdict
 
 
@@ -113,19 +114,15 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
     kept: list[Task] = []
     excluded: Counter = Counter()
     false_rejections: list[str] = []
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), disable=not progress)
+    bar = ProgressBar("validate", len(tasks), enabled=progress)
     with bar, ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        handle = bar.add_task("", total=len(tasks))
         futures = [pool.submit(_validate_group, group) for group in groups.values()]
         for fut in as_completed(futures):
             try:
                 results = fut.result()
             except Exception as exc:  # noqa: BLE001 - a dead worker loses its group, not the build
                 excluded[f"harness failure: {type(exc).__name__}"] += 1
-                bar.update(handle, advance=1)
+                bar.advance()
                 continue
             for raw, reason, whitelist in results:
                 if reason is None:
@@ -134,7 +131,7 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
                     excluded[reason.split(":")[0] if reason.startswith("task does not load") else reason] += 1
                     if whitelist:
                         false_rejections.append(raw["id"])
-                bar.update(handle, advance=1, description=f"kept {len(kept)}, excluded {sum(excluded.values())}")
+                bar.advance(description=f"kept {len(kept)}, excluded {sum(excluded.values())}")
     kept.sort(key=lambda t: t.id)
     return kept, excluded, sorted(false_rejections)
 

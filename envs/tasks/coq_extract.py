@@ -36,11 +36,12 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from proofgym.envs.errors import ProverNotFound
+from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, split_sentences, strip_attributes
 
@@ -565,9 +566,8 @@ def _blank_comments(text: str) -> str:
     return "".join(out)
 
 
-def _maybe_track(items: list[Path], progress: bool, description: str) -> Iterable[Path]:
-    if not progress:
-        return items
-    from rich.progress import track  # lazy: only when a progress bar is wanted
-
-    return track(items, description=description, transient=True)
+def _maybe_track(items: list[Path], progress: bool, description: str) -> Iterator[Path]:
+    with ProgressBar(description, len(items), enabled=progress) as bar:
+        for item in items:
+            yield item
+            bar.advance()
