@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,13 @@ The task file is one JSON object with the keys id, system, context, statement,
 reference_proof, category and timeout_s (see the README's "Task format").
 The proof is the text after the statement, e.g. "Proof. intros. lia. Qed.";
 a bare tactic script is wrapped in Proof/Qed.
+
+Each call starts its prover cold: fine for Coq and Dafny (seconds), slow for HOL
+Light (loading it takes minutes). For many checks, keep a service warm and send
+them there with --server (or PROOFGYM_VERIFIER_URL):
+
+  proofgym serve-verifier --port 8000 &
+  proofgym check hol_task.json --proof tactic.ml --server http://127.0.0.1:8000
 
 examples:
   proofgym check task.json --proof proof.v
@@ -120,8 +128,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.audit:
         kwargs["audit"] = args.audit
+    server = args.server or os.environ.get("PROOFGYM_VERIFIER_URL")
     try:
-        with make_verifier(task.system, **kwargs) as verifier:
+        if server:
+            from proofgym.envs.verifiers.service_client import ServiceVerifier
+
+            verifier_cm: Any = ServiceVerifier(server, task.system, token=os.environ.get("PROOFGYM_VERIFIER_TOKEN"))
+        else:
+            verifier_cm = make_verifier(task.system, **kwargs)
+        with verifier_cm as verifier:
             result = verifier.check(task, proof)
     except TaskFormatError as exc:
         return _die(EXIT_BAD_INPUT, str(exc))
@@ -407,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (verdict, reasons, messages, ...)")
     p.add_argument("--audit", choices=["always", "sample", "never"],
                    help="independent coqc+coqchk re-check of an OK (default: sample, always for VM proofs)")
+    p.add_argument("--server", metavar="URL", help="check on a running `proofgym serve-verifier` (warm provers) "
+                   "instead of starting one; default: $PROOFGYM_VERIFIER_URL (token: $PROOFGYM_VERIFIER_TOKEN)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("eval", help="evaluate an agent on a suite: pass@k per category", epilog=EPILOG_EVAL,

@@ -142,3 +142,28 @@ def test_eval_killed_and_resumed_gives_same_totals(tiny_suite, tmp_path):
         assert resumed[key] == expected[key]
     ids = [(r["task_id"], r["sample"]) for r in read_results(part)]
     assert len(ids) == len(set(ids)) == 12
+
+
+def test_check_on_a_running_verifier_service(tmp_path, task_file):
+    """``--server URL``: the verdict comes from the service's warm pool (here fake verifiers that say their pid)."""
+    from proofgym.envs.verifiers.pool import LocalVerifierPool
+    from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
+    from tests.test_pool import FakeVerifier
+
+    with LocalVerifierPool(1, verifier_factory=FakeVerifier) as pool, \
+            VerifierService(pool, ServiceConfig(port=0)) as service:
+        worker = pool.worker_pids()[0]
+        verdicts = {}
+        for proof in ("ok", "cheat", "fail"):
+            proc = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", proof)), "--json",
+                       "--server", service.url)
+            assert proc.returncode == 0, proc.stderr
+            out = json.loads(proc.stdout)
+            verdicts[proof] = out["verdict"]
+            assert out["messages"][0] == str(worker), "checked by the service's worker, not a local prover"
+        assert verdicts == {"ok": "OK", "cheat": "CHEATING", "fail": "FAIL"}
+        broken = run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", "raise")),
+                     env={**os.environ, "PROOFGYM_VERIFIER_URL": service.url})
+        assert broken.returncode != 0 and "crashed" in broken.stderr and "Traceback" not in broken.stderr
+    gone = run("check", str(task_file), "--reference", "--server", "http://127.0.0.1:9")
+    assert gone.returncode != 0 and "unreachable" in gone.stderr and "Traceback" not in gone.stderr
