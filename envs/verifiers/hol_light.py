@@ -42,11 +42,15 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProcessOwner, validate_submission
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
+
+if TYPE_CHECKING:
+    from proofgym.envs.verifiers.hol_tactic import HolTacticSession
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +261,9 @@ class HolLightServer:
         try:
             self.proc: SandboxedProcess = self.sandbox.popen(
                 [toplevel, str(self.workdir / "boot.ml")], workdir=self.workdir,
-                env={"HOLLIGHT_DIR": cfg.hol_dir, "OCAMLRUNPARAM": "s=4M"})
+                env={"HOLLIGHT_DIR": cfg.hol_dir, "OCAMLRUNPARAM": "s=4M",
+                     # boot.ml kills strays it finds in /proc only inside bwrap's own pid namespace
+                     "PROOFGYM_OWN_PID_NS": "1" if self.sandbox.isolated else "0"})
         except FileNotFoundError as exc:
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise ProverNotFound(f"{toplevel} not found ({exc}); install HOL Light: apt-get install hol-light") from None
@@ -517,6 +523,14 @@ class HolLightVerifier(ProcessOwner):
             result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
                                  error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
         return replace(result, wall_s=time.monotonic() - start, prover_version=version)
+
+    def open(self, task: Task) -> HolTacticSession:
+        """A branching tactic session on ``task``: states are replayed proof trees (see ``hol_tactic``)."""
+        from proofgym.envs.verifiers.hol_tactic import HolTacticSession
+
+        if task.system != "hol_light":
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not hol_light")
+        return HolTacticSession(self, task)
 
     def _attempt(self, server: HolLightServer, task: Task, goal: str, proof: str) -> CheckResult:
         for _ in range(3):

@@ -577,6 +577,46 @@ let pg_mem_kb pid field =
 
 let pg_private_kb pid = pg_mem_kb pid "Private_Clean" + pg_mem_kb pid "Private_Dirty"
 
+(* Inside bubblewrap the server has its own pid namespace: bwrap's init is pid 1 and the root is its
+   child. Only then may the sweeps below kill what /proc lists (outside it, /proc is the host's). *)
+let pg_own_pid_ns = Sys.getenv_opt "PROOFGYM_OWN_PID_NS" = Some "1" && Unix.getppid () = 1
+
+let pg_stat_buf = Bytes.create 4096
+
+(* (pid, parent, state) of every process in this pid namespace; reads with one buffer (the root should
+   not allocate much, see pg_quiet_gc). *)
+let pg_processes () =
+  let stat pid =
+    match Unix.openfile (Printf.sprintf "/proc/%d/stat" pid) [Unix.O_RDONLY; Unix.O_CLOEXEC] 0 with
+    | exception Unix.Unix_error _ -> None
+    | fd ->
+        let n = try Unix.read fd pg_stat_buf 0 (Bytes.length pg_stat_buf) with Unix.Unix_error _ -> 0 in
+        Unix.close fd;
+        let text = Bytes.sub_string pg_stat_buf 0 n in
+        match String.rindex_opt text ')' with
+        | Some i when i + 2 < n ->
+            (match String.split_on_char ' ' (String.sub text (i + 2) (n - i - 2)) with
+             | state :: ppid :: _ -> Some (pid, int_of_string ppid, state)
+             | _ -> None)
+        | _ -> None in
+  Array.fold_left (fun acc name ->
+      match int_of_string_opt name with
+      | Some pid -> (match stat pid with Some p -> p :: acc | None -> acc)
+      | None -> acc) [] (try Sys.readdir "/proc" with Sys_error _ -> [||])
+
+(* SIGKILL every live process that [doomed pid ppid] picks, pass after pass until none is left (a fork
+   bomb refills while it dies; the server's pids cgroup bounds it), for at most 5 seconds. *)
+let pg_kill_until_gone doomed =
+  if pg_own_pid_ns then begin
+    let stop = Unix.gettimeofday () +. 5.0 in
+    let rec pass () =
+      let victims = List.filter (fun (pid, ppid, state) -> state <> "Z" && state <> "X" && doomed pid ppid)
+          (pg_processes ()) in
+      List.iter (fun (pid, _, _) -> try Unix.kill pid Sys.sigkill with Unix.Unix_error _ -> ()) victims;
+      if victims <> [] && Unix.gettimeofday () < stop then (Unix.sleepf 0.002; pass ()) in
+    pass ()
+  end
+
 (* A forked process shares its parent's pages until one of them writes. The major GC writes
    mark bits all over the heap, so a root or zygote that collects turns the shared HOL heap into
    private copies. They allocate little, so after loading their major GC is all but switched
@@ -693,6 +733,10 @@ let pg_zygote ~cmd_fd ~res_fd =
     let or_, ow = Unix.pipe ~cloexec:false () in
     let cpu_s = timeout_ms / 1000 + 5 in
     match Unix.fork () with
+    | exception Unix.Unix_error (err, _, _) ->  (* the pids cgroup is full: this attempt fails, the zygote lives *)
+        List.iter Unix.close [vr; vw; or_; ow];
+        pg_send res_fd "RESULT" id ["ERROR"; "resource"; "could not start a worker: " ^ Unix.error_message err; "";
+                                    "0"; ""]
     | 0 ->
         Unix.close vr; Unix.close or_; Unix.close cmd_fd; Unix.close res_fd;
         pg_worker ~verdict_fd:vw ~out_fd:ow ~goal ~proof ~uid ~mem_bytes ~cpu_s
@@ -753,7 +797,8 @@ let pg_load_context name text =
 
 type pg_zyg = {
   zkey : string; zpid : int; zcmd : Unix.file_descr; zres : pg_reader; mutable zjobs : string list;
-  mutable zloading : string option;  (* the CTX request it has not answered yet *) }
+  mutable zloading : string option;  (* the CTX request it has not answered yet *)
+  zdeadline : float;  (* when loading it must be done: the root kills it then, whatever it ignores *) }
 
 let pg_root () =
   let r = pg_reader Unix.stdin in
@@ -769,10 +814,19 @@ let pg_root () =
      | None -> ());
     List.iter (fun id -> out "RESULT" id ["ERROR"; "resource"; "the context's zygote died during the attempt (" ^ why ^ ")"; ""; "0"; ""]) z.zjobs;
     out "ZDIED" "0" [z.zkey; why]; reap z in
+  (* Anything that is not bwrap's init, the root, a zygote or a zygote's child (a worker) was left by a
+     context (a fork bomb, a daemon): nothing may outlive the zygote that started it. *)
+  let sweep () =
+    let self = Unix.getpid () in
+    let live = Hashtbl.fold (fun _ z acc -> z.zpid :: acc) zygotes [] in
+    pg_kill_until_gone (fun pid ppid -> pid <> 1 && pid <> self && not (List.mem pid live) && not (List.mem ppid live)) in
   let new_zygote id key text timeout_ms =
     let c_r, c_w = Unix.pipe ~cloexec:false () in
     let r_r, r_w = Unix.pipe ~cloexec:false () in
     match Unix.fork () with
+    | exception Unix.Unix_error (err, _, _) ->
+        List.iter Unix.close [c_r; c_w; r_r; r_w];
+        out "CTX" id ["fail"; "could not start a zygote: " ^ Unix.error_message err; "0"; "0"; "0"]
     | 0 ->
         Pgsys.die_with_parent ();
         Unix.close c_w; Unix.close r_r;
@@ -786,6 +840,10 @@ let pg_root () =
         (match pg_load_context ("context " ^ key) text with
          | () ->
              ignore (Unix.alarm 0);
+             (* the zygote forks workers only: whatever the context started dies now (the root sweeps orphans) *)
+             let self = Unix.getpid () in
+             pg_kill_until_gone (fun _ ppid -> ppid = self);
+             (try while fst (Unix.waitpid [Unix.WNOHANG] (-1)) > 0 do () done with Unix.Unix_error _ -> ());
              Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
              pg_quiet_gc ();
              let self = string_of_int (Unix.getpid ()) in
@@ -798,11 +856,16 @@ let pg_root () =
     | pid ->
         Unix.close c_r; Unix.close r_w;
         Hashtbl.replace zygotes key
-          { zkey = key; zpid = pid; zcmd = c_w; zres = pg_reader r_r; zjobs = []; zloading = Some id } in
+          { zkey = key; zpid = pid; zcmd = c_w; zres = pg_reader r_r; zjobs = []; zloading = Some id;
+            zdeadline = Unix.gettimeofday () +. float timeout_ms /. 1000. +. 2.0 } in
   while true do
     let zs = Hashtbl.fold (fun _ z acc -> z :: acc) zygotes [] in
     let buffered = pg_frame_buffered r || List.exists (fun z -> pg_frame_buffered z.zres) zs in
-    let readable = match Unix.select (Unix.stdin :: List.map (fun z -> z.zres.rfd) zs) [] [] (if buffered then 0.0 else -1.0) with
+    let now = Unix.gettimeofday () in
+    let wait = List.fold_left (fun acc z ->
+        if z.zloading = None then acc else let left = max 0.0 (z.zdeadline -. now) in if acc < 0.0 then left else min acc left)
+        (if buffered then 0.0 else -1.0) zs in
+    let readable = match Unix.select (Unix.stdin :: List.map (fun z -> z.zres.rfd) zs) [] [] wait with
       | (rd, _, _) -> rd | exception Unix.Unix_error (Unix.EINTR, _, _) -> [] in
     if List.mem Unix.stdin readable || pg_frame_buffered r then begin
       match pg_read_frame r with
@@ -824,7 +887,7 @@ let pg_root () =
            | Some z ->
                (* attempts still running there are asked again by the client, on a fresh zygote *)
                List.iter (fun j -> out "RESULT" j ["ERROR"; "resource"; "no zygote for this context (it was evicted)"; ""; "0"; ""]) z.zjobs;
-               (try pg_send z.zcmd "QUIT" "0" [] with _ -> ()); reap z
+               (try pg_send z.zcmd "QUIT" "0" [] with _ -> ()); reap z; sweep ()
            | None -> ());
           out "EVICTED" id [key]
       | ("STATS", id, []) ->
@@ -845,7 +908,8 @@ let pg_root () =
             if tag = "RESULT" then z.zjobs <- List.filter (fun j -> j <> id) z.zjobs;
             if tag = "CTX" then z.zloading <- None;
             if tag = "CTX" && List.hd fields <> "ok" then reap z;
-            out tag id fields
+            out tag id fields;
+            if tag = "CTX" then sweep ()
         | exception (Pg_eof | Failure _) ->
             let why = match Unix.waitpid [Unix.WNOHANG] z.zpid with
               | (0, _) -> "closed its pipe"
@@ -853,7 +917,14 @@ let pg_root () =
               | (_, Unix.WSIGNALED s) -> Printf.sprintf "signal %d" s
               | _ -> "stopped"
               | exception _ -> "gone" in
-            if Hashtbl.mem zygotes z.zkey then lost z why) zs
+            if Hashtbl.mem zygotes z.zkey then (lost z why; sweep ())) zs;
+    let now = Unix.gettimeofday () in
+    List.iter (fun z ->
+      if z.zloading <> None && now >= z.zdeadline && Hashtbl.mem zygotes z.zkey then begin
+        (* its own alarm did not end it (a context may ignore SIGALRM): SIGKILL cannot be ignored *)
+        (try Unix.kill z.zpid Sys.sigkill with Unix.Unix_error _ -> ());
+        lost z "it ran past the context's deadline and was killed"; sweep ()
+      end) zs
   done
 
 (* ------------------------------------------------------------------------------------------ *)
