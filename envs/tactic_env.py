@@ -43,6 +43,8 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     ## Action Space
     ``UnicodeText``: one tactic (or a few proof sentences), applied to the current state.
+    Coq: proof sentences (``"induction n."``, bullets included). HOL Light: one tactic
+    expression, applied to the first open goal as by HOL Light's ``e`` (``"INDUCT_TAC"``).
     To branch or backtrack, name the state it applies to: ``"@<state_id> <tactic>"``
     (e.g. ``"@0 induction n."``) or a dict ``{"tactic": ..., "state_id": ...}``. State ids
     come from ``observation["state_id"]`` and ``info["state_id"]``; every successful step
@@ -53,7 +55,9 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     ## Observation Space
     ``Dict``: ``task_id``, ``statement``, ``goals`` (pretty-printed as the prover prints
-    them), ``state_id``, ``last_error``, ``steps``.
+    them), ``state_id``, ``last_error``, ``steps``. Coq shows hypotheses above a line and
+    the conclusion below it; HOL Light shows every open goal as its ``print_goal`` does:
+    numbered assumptions (oldest first), then ``?- `conclusion``` (``?-`` marks a goal).
 
     ## Rewards
     When no goals remain, the whole proof assembled from the tactic path is re-checked
@@ -69,8 +73,15 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
     ``state_id``, ``parent_state_id``, ``verdict`` (of the step, or of the final check),
     ``result`` (the final :class:`CheckResult` when the proof was re-checked), ``proof``.
 
+    ## Backends
+    - Coq: one sandboxed ``coqidetop`` per episode (``envs/verifiers/coq_tactic.py``).
+    - HOL Light: states are replayed proof trees on the verifier's warm fork server, one
+      sandboxed check per step (``envs/verifiers/hol_tactic.py``); a finished state has
+      already passed that check, and is re-checked like any other.
+
     ## Version History
-    - v0: initial version (Coq backend).
+    - v0: initial version (Coq backend); HOL Light backend added (same action, reward and
+      episode semantics, so the version is unchanged).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}

@@ -3,14 +3,21 @@
 1. Hammer on the whole goal.
 2. Sample ``samples`` whole proofs from the agent per invocation.
 3. Fail-safe localization of each: the verified skeleton is kept and every failing
-   part becomes a hole (``admit.``) with its goal and proof-state id.
+   part becomes a hole (Coq: ``admit.``; HOL Light: an open ``ALL_TAC`` goal) with its
+   goal and proof-state id.
 4. Recurse on the holes, hammer first there, then the agent on the hole's goal,
    up to ``max_depth``; the whole search is bounded by ``invocations`` agent calls.
 5. Splice the successes back and re-check the final proof, with no placeholder
    left, by the verifier's whole-proof ``check``: only that verdict counts.
 
 The agent is anything with ``act(observation) -> str`` (or a plain callable). For
-a hole the observation's ``statement`` is the hole's goal as Coq prints it.
+a hole the observation's ``statement`` is the hole's goal as the prover prints it
+(HOL Light: ``?- `goal``` under its numbered assumptions).
+
+Both systems run the same search through a small backend: Coq works on sentences
+(a hole is focused with ``{`` and filled with a braced block), HOL Light on tactic
+expressions (a hole is an open goal of a replayed proof tree, filled by grafting a
+tactic expression there; see ``envs/verifiers/hol_tactic.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofgym.envs.types import CheckResult, Task, Verdict
-from proofgym.envs.verifiers.coq_tactic import Hole, Localization, localize
+from proofgym.envs.verifiers import coq_tactic, hol_tactic
+
+#: Hammer tactics tried first (on the whole goal, then on every hole), per system.
+HAMMER_TACTICS: dict[str, tuple[str, ...]] = {
+    "coq": ("sauto.",),  # needs the verifier's HAMMER_PRELUDE
+    "hol_light": ("MESON_TAC[]", "ARITH_TAC", "ASM_MESON_TAC[]"),
+}
 
 
 @dataclass(frozen=True)
@@ -31,8 +44,11 @@ class CobblestoneConfig:
     max_depth: int = 5
     invocations: int = 5
     samples: int = 4
-    hammer_tactics: tuple[str, ...] = ("sauto.",)  # needs the verifier's HAMMER_PRELUDE; () to skip
+    hammer_tactics: tuple[str, ...] | None = None  # None: HAMMER_TACTICS[task.system]; () to skip
     hammer_timeout_s: float = 10.0
+
+    def hammers(self, system: str) -> tuple[str, ...]:
+        return HAMMER_TACTICS.get(system, ()) if self.hammer_tactics is None else tuple(self.hammer_tactics)
 
 
 @dataclass
@@ -82,33 +98,36 @@ class Cobblestone:
     def solve(self, task: Task) -> CobblestoneResult:
         report = CobblestoneResult(task.id)
         start = time.monotonic()
+        backend = _BACKENDS.get(task.system)
+        if backend is None:
+            raise ValueError(f"Cobblestone has no backend for {task.system!r}; known: {', '.join(_BACKENDS)}")
         try:
             with self.verifier.open(task) as session:
-                self._solve(task, session, report)
+                self._solve(task, backend(session), report)
         finally:
             report.wall_s = time.monotonic() - start
         return report
 
     # -- the search --------------------------------------------------------------------------------
-    def _solve(self, task: Task, session: Any, report: CobblestoneResult) -> None:
-        hammered = self._hammer(session, session.root, report, focused=False)
-        if hammered is not None and self._final(task, "Proof.\n" + "\n".join(hammered) + "\nQed.", report):
+    def _solve(self, task: Task, backend: _Backend, report: CobblestoneResult) -> None:
+        hammered = self._hammer(task, backend, None, report)
+        if hammered is not None and self._final(task, backend.root_script(hammered), report):
             report.solved_by = "hammer"
             return
         feedback = ""
         while report.invocations_used < self.config.invocations:
             report.invocations_used += 1
             first_invocation = report.invocations_used == 1
-            skeletons: list[Localization] = []
+            skeletons: list[Any] = []
             for k in range(self.config.samples):
                 proof = _act(self.agent, self._observation(task, task.statement, k, feedback))
                 report.samples_used += 1
-                loc = localize(session, proof)
+                loc = backend.localize(proof, None)
                 if loc.rejected:
                     report.trace.append(f"sample rejected: {loc.rejected[:80]}")
                     continue
                 if loc.complete:
-                    if self._final(task, loc.script(), report):
+                    if self._final(task, backend.root_script(backend.fragment(loc, None)), report):
                         report.solved_by = "one_invocation" if first_invocation else "recursion"
                         return
                     continue
@@ -117,71 +136,65 @@ class Cobblestone:
                     if loc.holes:
                         feedback = loc.holes[0].error
             for loc in sorted(skeletons, key=lambda item: len(item.holes)):
-                fills = self._fill(task, session, loc.holes, depth=1, report=report)
-                if fills is not None and self._final(task, loc.script(fills), report):
+                fills = self._fill(task, backend, loc.holes, depth=1, report=report)
+                if fills is not None and self._final(task, backend.root_script(backend.fragment(loc, fills)), report):
                     report.solved_by = "recursion"
                     return
                 if report.invocations_used >= self.config.invocations:
                     break
 
-    def _fill(self, task: Task, session: Any, holes: list[Hole], depth: int,
-              report: CobblestoneResult) -> dict[int, list[str]] | None:
+    def _fill(self, task: Task, backend: _Backend, holes: list[Any], depth: int,
+              report: CobblestoneResult) -> dict[int, Any] | None:
         """A proof for every hole, or None."""
         report.max_depth_reached = max(report.max_depth_reached, depth)
-        fills: dict[int, list[str]] = {}
+        fills: dict[int, Any] = {}
         for hole in holes:
             report.holes_seen += 1
-            sub = self._prove_hole(task, session, hole, depth, report)
+            sub = self._prove_hole(task, backend, hole, depth, report)
             if sub is None:
                 return None
             fills[hole.index] = sub
         return fills
 
-    def _prove_hole(self, task: Task, session: Any, hole: Hole, depth: int,
-                    report: CobblestoneResult) -> list[str] | None:
-        opened = session.run_sentences(["{"], hole.state_id)
-        if not opened.ok:
+    def _prove_hole(self, task: Task, backend: _Backend, hole: Any, depth: int, report: CobblestoneResult) -> Any:
+        where = backend.enter(hole)
+        if where is None:
             return None
-        inside = opened.state.state_id
-        hammered = self._hammer(session, inside, report, focused=True)
+        hammered = self._hammer(task, backend, where, report)
         if hammered is not None:
             return hammered
         if depth >= self.config.max_depth:
             return None
-        goal_text = hole.goal.pretty()
+        goal_text = backend.goal_text(hole)
         while report.invocations_used < self.config.invocations:
             report.invocations_used += 1
             for k in range(self.config.samples):
                 proof = _act(self.agent, self._observation(task, goal_text, k, hole.error, hole=True))
                 report.samples_used += 1
-                loc = localize(session, proof, at=inside, focus=True)
+                loc = backend.localize(proof, where)
                 if loc.rejected:
                     continue
                 if loc.complete:
-                    return loc.sentences
+                    return backend.fragment(loc, None)
                 if loc.holes:
-                    fills = self._fill(task, session, loc.holes, depth + 1, report)
+                    fills = self._fill(task, backend, loc.holes, depth + 1, report)
                     if fills is not None:
-                        candidate = loc.spliced(fills)
-                        if session.run_sentences(["{", *candidate, "}"], hole.state_id).ok:
+                        candidate = backend.fragment(loc, fills)
+                        if backend.closes(hole, candidate):
                             return candidate
             return None
         return None
 
-    def _hammer(self, session: Any, state_id: int, report: CobblestoneResult, *, focused: bool) -> list[str] | None:
-        for tactic in self.config.hammer_tactics:
+    def _hammer(self, task: Task, backend: _Backend, where: Any, report: CobblestoneResult) -> Any:
+        for tactic in self.config.hammers(task.system):
             report.hammer_calls += 1
-            result = session.run(tactic, state_id, timeout_s=self.config.hammer_timeout_s)
-            if not result.ok:
-                continue
-            if focused and not result.state.goals and session.run_sentences(["}"], result.state.state_id).ok:
-                return [f"({tactic.rstrip('.')})."]
-            if not focused and result.state.finished:
-                return [f"({tactic.rstrip('.')})."]
+            found = backend.hammer(tactic, where, self.config.hammer_timeout_s)
+            if found is not None:
+                return found
         return None
 
-    def _final(self, task: Task, proof: str, report: CobblestoneResult) -> bool:
-        if "admit." in proof.split():
+    def _final(self, task: Task, proof: str | None, report: CobblestoneResult) -> bool:
+        if proof is None or "admit." in proof.split():
             return False  # never: a placeholder left in means not solved
         result = self.verifier.check(task, proof)
         report.trace.append(f"final check: {result.verdict.value}")
@@ -203,3 +216,105 @@ class Cobblestone:
             "attempt": 0,
             "sample": sample,
         }
+
+
+# -- per-system backends -----------------------------------------------------------------------------
+# ``where`` is the place a proof goes: None for the task's goal, else what ``enter(hole)`` returned.
+# A fragment proves one hole: a list of sentences (Coq) or a tactic expression (HOL Light).
+
+class _Backend:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def hammer(self, tactic: str, where: Any, timeout_s: float) -> Any:
+        raise NotImplementedError
+
+    def root_script(self, fragment: Any) -> str | None:
+        raise NotImplementedError
+
+    def localize(self, proof: str, where: Any) -> Any:
+        raise NotImplementedError
+
+    def enter(self, hole: Any) -> Any:
+        raise NotImplementedError
+
+    def fragment(self, loc: Any, fills: dict[int, Any] | None) -> Any:
+        raise NotImplementedError
+
+    def closes(self, hole: Any, fragment: Any) -> bool:
+        raise NotImplementedError
+
+    def goal_text(self, hole: Any) -> str:
+        return hole.goal.pretty()
+
+
+class _CoqBackend(_Backend):
+    """Sentences: a hole is focused with ``{`` and filled with a braced block."""
+
+    def hammer(self, tactic: str, where: int | None, timeout_s: float) -> list[str] | None:
+        session = self.session
+        result = session.run(tactic, session.root if where is None else where, timeout_s=timeout_s)
+        if not result.ok:
+            return None
+        if where is not None and not result.state.goals and session.run_sentences(["}"], result.state.state_id).ok:
+            return [f"({tactic.rstrip('.')})."]
+        if where is None and result.state.finished:
+            return [f"({tactic.rstrip('.')})."]
+        return None
+
+    def root_script(self, fragment: list[str]) -> str:
+        return "Proof.\n" + "\n".join(fragment) + "\nQed."
+
+    def localize(self, proof: str, where: int | None) -> coq_tactic.Localization:
+        if where is None:
+            return coq_tactic.localize(self.session, proof)
+        return coq_tactic.localize(self.session, proof, at=where, focus=True)
+
+    def enter(self, hole: coq_tactic.Hole) -> int | None:
+        opened = self.session.run_sentences(["{"], hole.state_id)
+        return opened.state.state_id if opened.ok else None
+
+    def fragment(self, loc: coq_tactic.Localization, fills: dict[int, list[str]] | None) -> list[str]:
+        return loc.sentences if fills is None else loc.spliced(fills)
+
+    def closes(self, hole: coq_tactic.Hole, fragment: list[str]) -> bool:
+        return self.session.run_sentences(["{", *fragment, "}"], hole.state_id).ok
+
+
+class _HolLightBackend(_Backend):
+    """Tactic expressions: a hole is an open goal of a proof tree, filled by grafting a tactic there."""
+
+    def hammer(self, tactic: str, where: tuple[int, int] | None, timeout_s: float) -> str | None:
+        state_id, goal = (self.session.root, 0) if where is None else where
+        if self._closes(state_id, goal, tactic, timeout_s):
+            return tactic
+        return None
+
+    def root_script(self, fragment: str | None) -> str | None:
+        return fragment  # None: a hole was left without a proof
+
+    def localize(self, proof: str, where: tuple[int, int] | None) -> hol_tactic.HolLocalization:
+        state_id, goal = (self.session.root, 0) if where is None else where
+        return hol_tactic.localize(self.session, proof, at=state_id, goal=goal)
+
+    def enter(self, hole: hol_tactic.HolHole) -> tuple[int, int]:
+        return hole.state_id, hole.goal_index
+
+    def fragment(self, loc: hol_tactic.HolLocalization, fills: dict[int, str] | None) -> str | None:
+        if fills is not None and set(fills) != {h.index for h in loc.holes}:
+            return None  # a hole without a proof would stay an open ALL_TAC goal
+        return loc.expression(fills)
+
+    def closes(self, hole: hol_tactic.HolHole, fragment: str | None) -> bool:
+        return fragment is not None and self._closes(hole.state_id, hole.goal_index, fragment, None)
+
+    def goal_text(self, hole: hol_tactic.HolHole) -> str:
+        return hol_tactic.hol_goal_text(hole.goal)
+
+    def _closes(self, state_id: int, goal: int, tactic: str, timeout_s: float | None) -> bool:
+        before = len(self.session.state(state_id).goals)
+        result = self.session.run(tactic, state_id, timeout_s=timeout_s, goal=goal)
+        return result.ok and len(result.state.goals) == before - 1
+
+
+_BACKENDS: dict[str, type[_Backend]] = {"coq": _CoqBackend, "hol_light": _HolLightBackend}

@@ -26,41 +26,9 @@ from proofgym.envs.types import ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
 from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, GoalSnapshot, IdeTop, ProcessDied
+from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 
 ADMIT = "admit."
-
-
-@dataclass(frozen=True)
-class TacticState:
-    """One node of the proof-state tree."""
-
-    state_id: int
-    goals: tuple[Goal, ...]  # focused goals, as Coq prints them
-    background: tuple[Goal, ...] = ()  # unfocused goals (other bullets)
-    shelved: int = 0
-    finished: bool = False  # no goal of any kind remains
-
-    def pretty(self, max_goals: int = 5) -> str:
-        if self.finished:
-            return "No more goals."
-        if not self.goals:
-            return (f"This subproof is complete; {len(self.background)} unfocused goal(s) remain: "
-                    "focus the next one with a bullet (-, +, *) or close a brace (}).")
-        shown = "\n\n".join(f"Goal {i + 1}:\n{g.pretty()}" for i, g in enumerate(self.goals[:max_goals]))
-        more = len(self.goals) - max_goals
-        return shown + (f"\n\n(+{more} more focused goals)" if more > 0 else "")
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step did. On failure ``state`` is the unchanged starting state."""
-
-    ok: bool
-    state: TacticState
-    error: str = ""
-    verdict: Verdict | None = None  # FAIL (tactic failed), ERROR (does not parse), CHEATING (whitelist), TIMEOUT
-    category: ErrorCategory = ErrorCategory.NONE
-    reasons: tuple[str, ...] = ()
 
 
 @dataclass
