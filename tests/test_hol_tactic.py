@@ -70,7 +70,8 @@ def test_parse_keeps_what_it_cannot_read_as_one_atom():
     for text in ("let t = ARITH_TAC in t THEN t", "X THENL (map f l)", "A THEN", "A THEN B; C",
                  "DISCH_THEN (fun th -> REWRITE_TAC[th]) o I"):
         assert parse_tactic(text) == Atom(text)
-    for bad in ("(A", "A)", '"x', "(* c", "`x", "[A)", ";;"):
+    assert parse_tactic("((* a comment *)) THEN B") == Then(Atom("((* a comment *))"), Atom("B"))
+    for bad in ("(A", "A)", '"x', "(* c", "`x", "[A)", ";;", "(* only a comment *)"):
         with pytest.raises(TacticSyntaxError):
             normalize_tactic(bad)
 
@@ -245,6 +246,30 @@ def test_cobblestone_repairs_one_broken_subgoal_by_recursion(hol):
     assert hole_obs and hole_obs[0]["statement"] == "?- `n + 0 = n`" and "DISCH_TAC" in hole_obs[0]["feedback"]
     assert report.samples_used == 2 and report.holes_seen == 1 and report.max_depth_reached == 1
     assert report.hammer_calls == 0 and hol.check(TWO_INDUCTIONS, report.proof).verdict is Verdict.OK
+
+
+class TwoLevels(Scripted):
+    """The first hole's proof breaks again one level down; the second hole gets a fix."""
+
+    def act(self, observation: dict) -> str:
+        self.seen.append(observation)
+        if not observation["task_id"].endswith("#hole"):
+            return BROKEN
+        if observation["statement"] == "?- `n + 0 = n`":
+            return "SPEC_TAC(`n:num`,`n:num`) THEN INDUCT_TAC THENL [ARITH_TAC; NO_TAC]"
+        return "ASM_REWRITE_TAC[ADD_CLAUSES]"
+
+
+@pytest.mark.prover
+@requires_hol
+def test_cobblestone_recursion_two_levels_deep(hol):
+    agent = TwoLevels("", "")
+    report = Cobblestone(hol, agent, CobblestoneConfig(hammer_tactics=(), samples=1)).solve(TWO_INDUCTIONS)
+    assert report.solved and report.solved_by == "recursion" and report.max_depth_reached == 2
+    assert report.holes_seen == 2 and report.samples_used == 3 and report.result.verdict is Verdict.OK
+    # the inner hole was the step case, with its induction hypothesis, as HOL Light prints it
+    assert agent.seen[-1]["statement"] == "  0 [`n + 0 = n`]\n?- `SUC n + 0 = SUC n`"
+    assert "NO_TAC" not in report.proof and "ALL_TAC" not in report.proof
 
 
 @pytest.mark.prover
