@@ -40,6 +40,7 @@ from typing import Any
 import gymnasium as gym
 
 import proofgym  # noqa: F401 - registers the envs
+from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers import base
@@ -255,6 +256,14 @@ def recovery(task: Task, kills: int = 3) -> tuple[float, float]:
 
 # -- the table ------------------------------------------------------------------------------------
 
+#: Goals for HOL Light's warm/cold row when no suite brings any (the plain base context).
+HOL_LIGHT_TASKS = [
+    Task(id="bench.hol.add_0", system="hol_light", context="", statement="`!n. n + 0 = n`",
+         reference_proof="ARITH_TAC", category="P1", timeout_s=30),
+    Task(id="bench.hol.conj", system="hol_light", context="", statement="`!p q. p /\\ q ==> q /\\ p`",
+         reference_proof="MESON_TAC[]", category="P1", timeout_s=30),
+]
+
 
 def build_rows(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
     tasks = [t for t in load_task_list(args.suite) if t.system == "coq"]
@@ -270,13 +279,23 @@ def build_rows(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
     if naive is not None:
         rows.append(Row("Coq: whole-file `coqc` (stateless) / warm check, P1 median",
                         _fmt_ms(naive), _fmt_ms(warm), naive / warm))
-    for system in sorted(set(base._VERIFIERS) - {"coq"}):
-        others = [t for t in load_task_list(args.suite) if t.system == system]
-        if not others:
-            notes.setdefault("skipped", []).append(f"{system}: no {system} tasks in {_rel(args.suite)}")
-            continue
+    pool_of_others = [t for t in load_task_list(args.suite) if t.system != "coq"]
+    for suite in args.others:
         try:
-            cold_o, warm_o, _, _ = warm_cold(system, others[: args.tasks], args.reps)
+            pool_of_others += load_task_list(suite)
+        except ProofgymError as exc:
+            notes.setdefault("skipped", []).append(f"{suite}: {exc}")
+    if not any(t.system == "hol_light" for t in pool_of_others):
+        pool_of_others += HOL_LIGHT_TASKS
+    for system in sorted(set(base._VERIFIERS) - {"coq"}):
+        others = [t for t in pool_of_others if t.system == system and t.reference_proof]
+        if not others:
+            notes.setdefault("skipped", []).append(f"{system}: no {system} tasks given (--others)")
+            continue
+        # A cold HOL Light start loads HOL Light (minutes): one task, one cold start.
+        n_tasks = 1 if system == "hol_light" else args.other_tasks
+        try:
+            cold_o, warm_o, _, _ = warm_cold(system, others[:n_tasks], args.other_reps)
         except Exception as exc:  # noqa: BLE001 - a system that is not installed here is a note, not a crash
             notes.setdefault("skipped", []).append(f"{system}: {type(exc).__name__}: {exc}")
             continue
@@ -367,6 +386,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-workers", type=int, default=64, help="largest pool measured (capped at the cores)")
     parser.add_argument("--repeat", type=int, default=2, help="throughput runs per pool size; the best counts")
     parser.add_argument("--ray", action="store_true", help="also measure the Ray engine (needs the ray extra)")
+    parser.add_argument("--others", nargs="*", default=["dafny-nl"],
+                        help="suites with Dafny / HOL Light tasks for their warm/cold rows (default: the packaged "
+                             "dafny-nl; HOL Light uses two goals built in here unless a suite has some); "
+                             "--others with nothing skips them")
+    parser.add_argument("--other-tasks", type=int, default=2, help="Dafny tasks for the warm/cold row (default 2)")
+    parser.add_argument("--other-reps", type=int, default=1,
+                        help="cold starts per Dafny / HOL Light task (default 1; HOL Light's takes minutes)")
     parser.add_argument("--write", help="write the table, the command and the machine to this Markdown file")
     args = parser.parse_args(argv)
     if shutil.which("coqc") is None:
