@@ -3,8 +3,8 @@
 Every check a verifier runs goes through :class:`Sandbox`. With bubblewrap (``bwrap``) the job gets
 its own mount, pid, network, IPC and UTS namespaces: ``/usr``, ``/etc`` and the other system dirs
 are bound read-only, ``/tmp`` is a private tmpfs of at most ``tmp_bytes``, and the task's ``workdir``
-is the only writable host path. Resource limits are rlimits (address space, CPU seconds, file size, open files) plus a
-pids cgroup that bounds the number of tasks of the whole tree (fork bombs). The deadline is
+is the only writable host path. Resource limits are rlimits (address space, CPU seconds, file size,
+open files) plus a pids cgroup that bounds the number of tasks of the whole tree (fork bombs). The deadline is
 enforced from outside: the trusted parent SIGKILLs the process group and every member of the
 cgroup, so nothing a submission starts outlives its run.
 

@@ -565,9 +565,25 @@ let pg_hol_version = ref "unknown"
 let pg_int_of_fd (fd : Unix.file_descr) : int = Obj.magic fd
 let pg_uid_separation = ref false
 
+(* One small buffer for the /proc files the root and the zygotes read while serving (a zygote polls each
+   worker's VmRSS every 50 ms): pg_read_file's fresh 64 KiB buffers go straight to the major heap, which
+   pg_quiet_gc all but never collects (measured: the zygote's RSS grew ~2 KiB per check; now flat). *)
+let pg_stat_buf = Bytes.create 8192
+
+let pg_read_proc path =
+  match Unix.openfile path [Unix.O_RDONLY; Unix.O_CLOEXEC] 0 with
+  | exception Unix.Unix_error _ -> ""
+  | fd ->
+      let rec go n =
+        let k = try Unix.read fd pg_stat_buf n (Bytes.length pg_stat_buf - n) with Unix.Unix_error _ -> 0 in
+        if k > 0 && n + k < Bytes.length pg_stat_buf then go (n + k) else n + k in
+      let n = go 0 in
+      Unix.close fd;
+      Bytes.sub_string pg_stat_buf 0 n
+
 let pg_mem_kb pid field =
   try
-    let text = pg_read_file (Printf.sprintf "/proc/%s/%s" pid (if field = "VmRSS" then "status" else "smaps_rollup")) in
+    let text = pg_read_proc (Printf.sprintf "/proc/%s/%s" pid (if field = "VmRSS" then "status" else "smaps_rollup")) in
     let i = pg_find_sub text (field ^ ":") 0 in
     if i < 0 then 0 else
       let j = String.index_from text i '\n' in
@@ -581,24 +597,16 @@ let pg_private_kb pid = pg_mem_kb pid "Private_Clean" + pg_mem_kb pid "Private_D
    child. Only then may the sweeps below kill what /proc lists (outside it, /proc is the host's). *)
 let pg_own_pid_ns = Sys.getenv_opt "PROOFGYM_OWN_PID_NS" = Some "1" && Unix.getppid () = 1
 
-let pg_stat_buf = Bytes.create 4096
-
-(* (pid, parent, state) of every process in this pid namespace; reads with one buffer (the root should
-   not allocate much, see pg_quiet_gc). *)
+(* (pid, parent, state) of every process in this pid namespace *)
 let pg_processes () =
   let stat pid =
-    match Unix.openfile (Printf.sprintf "/proc/%d/stat" pid) [Unix.O_RDONLY; Unix.O_CLOEXEC] 0 with
-    | exception Unix.Unix_error _ -> None
-    | fd ->
-        let n = try Unix.read fd pg_stat_buf 0 (Bytes.length pg_stat_buf) with Unix.Unix_error _ -> 0 in
-        Unix.close fd;
-        let text = Bytes.sub_string pg_stat_buf 0 n in
-        match String.rindex_opt text ')' with
-        | Some i when i + 2 < n ->
-            (match String.split_on_char ' ' (String.sub text (i + 2) (n - i - 2)) with
-             | state :: ppid :: _ -> Some (pid, int_of_string ppid, state)
-             | _ -> None)
-        | _ -> None in
+    let text = pg_read_proc (Printf.sprintf "/proc/%d/stat" pid) in
+    match String.rindex_opt text ')' with
+    | Some i when i + 2 < String.length text ->
+        (match String.split_on_char ' ' (String.sub text (i + 2) (String.length text - i - 2)) with
+         | state :: ppid :: _ -> (try Some (pid, int_of_string ppid, state) with Failure _ -> None)
+         | _ -> None)
+    | _ -> None in
   Array.fold_left (fun acc name ->
       match int_of_string_opt name with
       | Some pid -> (match stat pid with Some p -> p :: acc | None -> acc)
