@@ -30,3 +30,19 @@ def coq_verifier():
 
     with CoqVerifier(audit="always") as verifier:
         yield verifier
+
+
+@pytest.fixture(scope="session")
+def hol():
+    """ONE warm HOL Light verifier for the whole run (Debian's HOL Light takes about two minutes to load).
+
+    Shared by tests/test_hol_light.py and tests/test_hol_tactic.py; tests/test_hol_sandbox.py makes its own
+    (other limits, hostile contexts).
+    """
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_installed
+
+    if not hol_light_installed():
+        pytest.skip("HOL Light is not installed: run `make setup` (apt-get install hol-light libnum-ocaml-dev)")
+    with HolLightVerifier(progress=False) as verifier:
+        verifier.server("plain")
+        yield verifier

@@ -1,7 +1,7 @@
 """HOL Light tactic mode (replayed proof trees), fail-safe localization and Cobblestone.
 
 The parser tests are fast; the rest is the prover tier on the real HOL Light and shares ONE
-warm verifier (the fixture below): Debian's HOL Light takes about two minutes to load.
+warm verifier (the session fixture `hol` in conftest.py): Debian's HOL Light takes about two minutes to load.
 """
 
 from __future__ import annotations
@@ -89,15 +89,6 @@ def test_render_and_graft():
 
 # ---------------------------------------------------------------------------------------------
 # prover tier
-
-
-@pytest.fixture(scope="module")
-def hol():
-    from proofgym.envs.verifiers.hol_light import HolLightVerifier
-
-    with HolLightVerifier(progress=False) as verifier:
-        verifier.server("plain")
-        yield verifier
 
 
 @pytest.fixture(scope="module")

@@ -227,6 +227,10 @@ class _Pending:
     frame: tuple[str, str, list[bytes]] | None = None
 
 
+#: Reasons of an ERROR that mean a process died under the attempt (the root's words, ``hol_light/boot.ml``).
+_DIED_UNDER_ATTEMPT = re.compile(r"^(the context's zygote died during the attempt|the worker .* without a verdict)")
+
+
 class _ServerDied(Exception):
     pass
 
@@ -460,7 +464,8 @@ class HolLightVerifier(ProcessOwner):
         self._servers: dict[str, HolLightServer] = {}
         self._lock = threading.RLock()
         self._closed = False
-        self.stats = {"checks": 0, "server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0}
+        self.stats = {"checks": 0, "server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0,
+                      "retries": 0}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -512,16 +517,28 @@ class HolLightVerifier(ProcessOwner):
                                backend="precheck", prover_version=self.version, wall_s=time.monotonic() - start)
         with self._lock:
             self.stats["checks"] += 1
-        server = self.server(base)
-        version = self.prover_version(server)
-        try:
-            result = self._attempt(server, task, goal, proof)
-        except _ServerDied as exc:
-            # The attempt may have been what broke it; it costs this one ERROR and a restart.
+        # A process that dies under the attempt (a worker, its zygote, or the server) may have been killed
+        # from outside (an operator, the OOM killer): the attempt is run once more on fresh processes, and
+        # only a second death is its verdict (ERROR). A server that is late is not retried: it would be
+        # late again.
+        for retry in (False, True):
+            server = self.server(base)
+            version = self.prover_version(server)
+            try:
+                result = self._attempt(server, task, goal, proof)
+            except _ServerDied as exc:
+                with self._lock:
+                    self.stats["server_deaths"] += 1
+                result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
+                                     error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
+                if retry or "did not answer in time" in str(exc):
+                    break
+            else:
+                if retry or result.verdict is not Verdict.ERROR or not any(
+                        _DIED_UNDER_ATTEMPT.match(r) for r in result.reasons):
+                    break
             with self._lock:
-                self.stats["server_deaths"] += 1
-            result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
-                                 error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
+                self.stats["retries"] += 1
         return replace(result, wall_s=time.monotonic() - start, prover_version=version)
 
     def open(self, task: Task) -> HolTacticSession:
