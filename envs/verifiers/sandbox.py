@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from proofgym.envs.errors import SandboxError
+from proofgym.envs.verifiers.procfs import children, descendants
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -449,45 +450,6 @@ def _stat_ppid_pgid(pid: int) -> tuple[int, int] | None:
         return None
 
 
-def _parent_map() -> dict[int, list[int]]:
-    """ppid -> child pids, from one scan of /proc (CONFIG_PROC_CHILDREN is often off)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            stat = _stat_ppid_pgid(int(entry.name))
-            if stat is not None:
-                children.setdefault(stat[0], []).append(int(entry.name))
-    return children
-
-
-def _children(pid: int) -> list[int]:
-    found: set[int] = set()
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.update(int(c) for c in f.read().split())
-        except FileNotFoundError:
-            return _parent_map().get(pid, [])
-        except OSError:
-            continue
-    return sorted(found)
-
-
-def _descendants(pid: int) -> list[int]:
-    tree = _parent_map()
-    out: list[int] = []
-    stack = list(tree.get(pid, []))
-    while stack:
-        child = stack.pop()
-        out.append(child)
-        stack.extend(tree.get(child, []))
-    return out
-
-
 def _findable(program: str, workdir: Path, path: str) -> bool:
     """Whether ``program`` resolves as the job would resolve it (PATH lookup; a relative path from ``workdir``)."""
     if os.sep in program:
@@ -610,7 +572,7 @@ class SandboxedProcess:
             if self._killed:
                 return
             # Without a cgroup, remember the tree before killing: orphans are reparented away from us.
-            strays = [] if self._cgroups is not None or not self.alive() else _descendants(self.pid)
+            strays = [] if self._cgroups is not None or not self.alive() else descendants(self.pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal_module.SIGKILL)  # start_new_session: pgid == pid
             if not self._try_reap():
@@ -653,8 +615,8 @@ class SandboxedProcess:
         # outer bwrap (host) -> bwrap as pid 1 of the new pid namespace -> the program (pid 2).
         deadline = time.monotonic() + wait_s
         while True:
-            for init in _children(self.pid):
-                started = [p for p in _children(init) if _exe(p) not in (None, self._bwrap_path)]
+            for init in children(self.pid):
+                started = [p for p in children(init) if _exe(p) not in (None, self._bwrap_path)]
                 if started:
                     self._program = (init, started)
                     return started
