@@ -36,6 +36,7 @@ import pytest
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.hol_light import ContextLoadError, HolLightVerifier, hol_light_installed
 from proofgym.envs.verifiers.sandbox import bwrap_available
+from tests.test_hol_light import _cgroup_pids, _state
 from tests.test_sandbox import _Listener
 
 pytestmark = [
@@ -127,27 +128,13 @@ def hol() -> Iterator[HolLightVerifier]:
         yield verifier
 
 
-def _members(hol: HolLightVerifier) -> list[int]:
-    job = hol.server("plain").proc
-    if job._cgroups is None:  # noqa: SLF001 - the test looks inside on purpose
-        pytest.skip("no pids cgroup here")
-    return job._cgroups.members()  # noqa: SLF001
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
 def assert_contained_and_honest(hol: HolLightVerifier, starts: int) -> None:
     """The server was not restarted, keeps no stray process, and still gives the right verdicts."""
     server = hol.server("plain")
     assert hol.stats["server_starts"] == starts, "the attack cost a server restart"
     deadline = time.monotonic() + 10
     while True:  # what may be left: bwrap (two) and the root, plus one zygote per loaded context
-        live = [p for p in _members(hol) if _state(p) not in ("gone", "Z")]
+        live = [p for p in _cgroup_pids(hol) if _state(p) not in ("gone", "Z")]
         if len(live) <= 3 + len(server.zygotes) or time.monotonic() > deadline:
             break
         time.sleep(0.2)

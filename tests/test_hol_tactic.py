@@ -28,6 +28,7 @@ from proofgym.envs.verifiers.hol_tactic import (
     parse_tactic,
     render,
 )
+from tests.test_cobblestone import Scripted
 
 requires_hol = pytest.mark.skipif(
     not hol_light_installed(),
@@ -208,18 +209,6 @@ def test_fail_safe_repairs_thenl_length_and_rejects_cheats(hol):
         assert cheat.rejected.startswith("CHEATING") and not cheat.holes
         whole = localize(session, "REPEAT CONJ_TAC THEN ARITH_TAC")  # one check, no stepping needed
         assert whole.complete and whole.expression() == "(REPEAT CONJ_TAC THEN ARITH_TAC)"
-
-
-class Scripted:
-    """Answers the whole task with a proof broken in one subgoal, and holes with a fix."""
-
-    def __init__(self, whole: str, hole: str) -> None:
-        self.whole, self.hole = whole, hole
-        self.seen: list[dict] = []
-
-    def act(self, observation: dict) -> str:
-        self.seen.append(observation)
-        return self.hole if observation["task_id"].endswith("#hole") else self.whole
 
 
 BROKEN = "CONJ_TAC THENL [GEN_TAC THEN DISCH_TAC; LIST_INDUCT_TAC THEN ASM_REWRITE_TAC[APPEND]]"
