@@ -46,9 +46,10 @@ def grpo_config(tmp_path: Path, model: Path, suite: Path, **overrides: Any) -> P
 
 
 class FlakyVerifier:
-    """Crashes on every other check of its worker process (a harness failure), says FAIL otherwise.
+    """Per worker process: crashes twice in a row, then says FAIL twice, and so on.
 
-    The count is per process: the pool rebuilds a verifier that crashed, and the next check must pass.
+    The pool retries a crashed check once on a rebuilt verifier, so every other check crashes twice
+    (a harness failure) and the next one passes. The count is per process, kept across rebuilds.
     """
 
     calls = 0
@@ -58,7 +59,7 @@ class FlakyVerifier:
 
     def check(self, task: Task, proof: str) -> CheckResult:
         FlakyVerifier.calls += 1
-        if FlakyVerifier.calls % 2:
+        if FlakyVerifier.calls % 4 in (1, 2):
             raise VerifierCrashed("the flaky prover crashed")
         return CheckResult(Verdict.FAIL, messages=("flaky",))
 
