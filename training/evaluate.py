@@ -800,7 +800,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
                 fresh = Path(cfg.runs_dir) / f"{name}-{i}"
             paths = RunPaths.for_out(found or fresh)
         ensure_writable(paths.results)
-        previous = _read_json(paths.config)
+        previous = read_json_object(paths.config)
         if previous and previous.get("identity") and previous.get("results") == paths.results.name \
                 and previous["identity"] != json.loads(json.dumps(identity)):
             diff = [key for key in identity if json.loads(json.dumps(identity[key])) != previous["identity"].get(key)]
@@ -846,7 +846,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
         agent.close()
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` when it is missing, unreadable, or not an object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ class RunData:
 
 def load_run(path: str | Path) -> RunData:
     """A run from its folder (``summary.json``, ``config.json``, ``results.jsonl``) or its results file."""
-    from proofgym.training.evaluate import RunPaths, read_results, summarize
+    from proofgym.training.evaluate import RunPaths, read_json_object, read_results, summarize
 
     path = Path(path)
     if not path.exists():
@@ -47,8 +46,8 @@ def load_run(path: str | Path) -> RunData:
     paths = RunPaths.for_out(path)
     if path.is_dir() and not paths.results.exists() and not paths.summary.exists():
         raise ProofgymError(f"{path} holds no results.jsonl or summary.json: is it an eval run dir?")
-    config = _read_json(paths.config) or {}
-    summary = _read_json(paths.summary)
+    config = read_json_object(paths.config) or {}
+    summary = read_json_object(paths.summary)
     if summary is not None and summary.get("results") and Path(summary["results"]).name != paths.results.name:
         summary = None  # summary.json of another results file in the same folder
     if summary is None:
@@ -76,14 +75,6 @@ def _tasks_from_rows(rows: Sequence[dict[str, Any]]) -> list[Task]:
             seen[row["task_id"]] = Task(id=row["task_id"], system=row.get("system", "coq"), context="",
                                         statement="-", reference_proof="", category=row.get("category", ""))
     return list(seen.values())
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # -- plots ------------------------------------------------------------------------------------------
