@@ -25,7 +25,7 @@ eval: suite
 
 ## all tiers that run on this machine (fast + real provers)
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 tests
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not prover and not slow" tests
