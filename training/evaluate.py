@@ -58,7 +58,7 @@ from proofgym.agents.strategies.base import Attempt, PlainStrategy, Runtime, Str
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.pool import PoolResult, VerifierPool, make_pool
+from proofgym.envs.verifiers.pool import PoolResult, make_pool
 
 FAILURE_TYPES = ("logic", "undefined", "syntax", "other")
 """Selene's Table 3 columns."""
@@ -387,7 +387,6 @@ def run_eval(
     console: Any = None,
     engine: str = "local",
     system_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-    pool: VerifierPool | None = None,
 ) -> EvalSummary:
     """Evaluate ``agent`` with ``strategy`` on ``tasks``, ``n`` samples each; append rows to ``out``; return totals.
 
@@ -408,7 +407,6 @@ def run_eval(
         console: A rich console for the progress bar.
         engine: The verifier pool's engine, ``local`` or ``ray`` (see :func:`~proofgym.envs.verifiers.pool.make_pool`).
         system_kwargs: Per-system verifier options, e.g. ``{"coq": {"audit": "always"}}``.
-        pool: Check on this pool (the caller owns it) instead of starting one.
 
     Checks run on a :class:`~proofgym.envs.verifiers.pool.VerifierPool`, the same one the GRPO reward
     functions, the vector envs and the verifier service use: warm verifiers per worker, a context
@@ -423,13 +421,11 @@ def run_eval(
     strategy = strategy or PlainStrategy()
     ensure_writable(out)
     workers = max(1, workers)
-    own_pool = pool is None
-    if pool is None:
-        options: dict[str, Any] = {"verifier_kwargs": dict(verifier_kwargs or {}), "system_kwargs": system_kwargs,
-                                   "verifier_factory": verifier, "measure_cpu": True}
-        if engine == "ray":
-            options["systems"] = sorted({t.system for t in tasks}) or ["coq"]
-        pool = make_pool(engine, workers=workers, **options)
+    options: dict[str, Any] = {"verifier_kwargs": dict(verifier_kwargs or {}), "system_kwargs": system_kwargs,
+                               "verifier_factory": verifier, "measure_cpu": True}
+    if engine == "ray":
+        options["systems"] = sorted({t.system for t in tasks}) or ["coq"]
+    pool = make_pool(engine, workers=workers, **options)
     harness_failures = 0
     agent_failures = 0
     try:
@@ -524,8 +520,7 @@ def run_eval(
                                                parse_notes=notes))
                     next_step(ep)
     finally:
-        if own_pool:
-            pool.close()
+        pool.close()
     summary = summarize(read_results(out), eval_tasks, k, n=n, max_attempts=strategy.max_attempts)
     summary.harness_failures = harness_failures
     summary.agent_failures = agent_failures

@@ -232,7 +232,9 @@ _DIED_UNDER_ATTEMPT = re.compile(r"^(the context's zygote died during the attemp
 
 
 class _ServerDied(Exception):
-    pass
+    def __init__(self, message: str, *, late: bool = False) -> None:
+        super().__init__(message)
+        self.late = late  # it was alive but did not answer in time (and was killed): a retry would be late too
 
 
 class HolLightServer:
@@ -399,7 +401,7 @@ class HolLightServer:
             late = not self.dead
             self.kill()
             raise _ServerDied("the HOL Light server did not answer in time; it was killed" if late
-                              else "the HOL Light server died")
+                              else "the HOL Light server died", late=late)
         return pending.frame[0], pending.frame[2]
 
     def stats(self) -> dict[str, tuple[int, int]]:
@@ -531,7 +533,7 @@ class HolLightVerifier(ProcessOwner):
                     self.stats["server_deaths"] += 1
                 result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
                                      error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
-                if retry or "did not answer in time" in str(exc):
+                if retry or exc.late:
                     break
             else:
                 if retry or result.verdict is not Verdict.ERROR or not any(
