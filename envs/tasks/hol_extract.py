@@ -39,23 +39,14 @@ class Phrase:
 def split_phrases(source: str) -> list[Phrase]:
     """Cut OCaml (HOL Light syntax) source at toplevel ``;;``, skipping comments, strings, chars and quotations."""
     phrases: list[Phrase] = []
-    i, n, start, depth = 0, len(source), 0, 0
+    i, n, start = 0, len(source), 0
     while i < n:
         c = source[i]
         if c == "(" and source.startswith("(*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if source.startswith("(*", i):
-                    depth, i = depth + 1, i + 2
-                elif source.startswith("*)", i):
-                    depth, i = depth - 1, i + 2
-                elif source[i] == '"':
-                    i = _skip_string(source, i)
-                else:
-                    i += 1
+            i = skip_comment(source, i) or n
             continue
         if c == '"':
-            i = _skip_string(source, i)
+            i = skip_string(source, i) or n
             continue
         if c == "`":
             j = source.find("`", i + 1)
@@ -76,16 +67,40 @@ def split_phrases(source: str) -> list[Phrase]:
     return phrases
 
 
-def _skip_string(source: str, i: int) -> int:
+def skip_string(text: str, i: int) -> int | None:
+    """The index just past the OCaml string literal that opens at ``text[i]``; ``None`` if it never closes."""
     i += 1
-    while i < len(source):
-        if source[i] == "\\":
+    while i < len(text):
+        if text[i] == "\\":
             i += 2
-        elif source[i] == '"':
+        elif text[i] == '"':
             return i + 1
         else:
             i += 1
-    return i
+    return None
+
+
+def skip_comment(text: str, i: int) -> int | None:
+    """The index just past the (nested) OCaml comment that opens at ``text[i]``; ``None`` if it never closes.
+
+    Strings inside a comment are lexed as strings, as OCaml does: a ``*)`` in one does not end the comment.
+    """
+    depth = 0
+    while i < len(text):
+        if text.startswith("(*", i):
+            depth, i = depth + 1, i + 2
+        elif text.startswith("*)", i):
+            depth, i = depth - 1, i + 2
+            if depth == 0:
+                return i
+        elif text[i] == '"':
+            j = skip_string(text, i)
+            if j is None:
+                return None
+            i = j
+        else:
+            i += 1
+    return None
 
 
 def strip_comments(text: str) -> str:
@@ -93,19 +108,10 @@ def strip_comments(text: str) -> str:
     out, i, n = [], 0, len(text)
     while i < n:
         if text.startswith("(*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if text.startswith("(*", i):
-                    depth, i = depth + 1, i + 2
-                elif text.startswith("*)", i):
-                    depth, i = depth - 1, i + 2
-                elif text[i] == '"':
-                    i = _skip_string(text, i)
-                else:
-                    i += 1
+            i = skip_comment(text, i) or n
             out.append(" ")
         elif text[i] == '"':
-            j = _skip_string(text, i)
+            j = skip_string(text, i) or n
             out.append(text[i:j])
             i = j
         elif text[i] == "`":
@@ -181,7 +187,7 @@ def _depth_ok(text: str) -> bool:
     while i < len(text):
         c = text[i]
         if c == '"':
-            i = _skip_string(text, i)
+            i = skip_string(text, i) or len(text)
             continue
         if c == "`":
             j = text.find("`", i + 1)

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from proofgym.envs.errors import VerifierCrashed
+from proofgym.envs.tasks.hol_extract import skip_comment, skip_string
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 
@@ -225,31 +226,17 @@ def _lex(text: str) -> Iterator[_Tok]:
 
 
 def _skip_comment(text: str, i: int) -> int:
-    depth = 0
-    while i < len(text):
-        if text.startswith("(*", i):
-            depth, i = depth + 1, i + 2
-        elif text.startswith("*)", i):
-            depth, i = depth - 1, i + 2
-            if depth == 0:
-                return i
-        elif text[i] == '"':  # OCaml lexes strings inside comments
-            i = _skip_string(text, i)
-        else:
-            i += 1
-    raise TacticSyntaxError("unterminated comment")
+    end = skip_comment(text, i)
+    if end is None:
+        raise TacticSyntaxError("unterminated comment")
+    return end
 
 
 def _skip_string(text: str, i: int) -> int:
-    i += 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == '"':
-            return i + 1
-        else:
-            i += 1
-    raise TacticSyntaxError("unterminated string")
+    end = skip_string(text, i)
+    if end is None:
+        raise TacticSyntaxError("unterminated string")
+    return end
 
 
 @dataclass(frozen=True)
