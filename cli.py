@@ -2,6 +2,8 @@
 
     proofgym doctor                                   which provers are here, and what to install
     proofgym check TASK.json --proof FILE [--json]    one verdict for one proof
+    proofgym check --suite S --task-id ID --proof F   the same for a task of a suite
+    proofgym tasks SUITE [--category P1]              list a suite's task ids
     proofgym build coq-stdlib                         build + validate the default Coq suite
     proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
     proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model NAME --json
@@ -10,9 +12,9 @@
     proofgym serve-verifier [--port 8000] [--workers W] HTTP verifier service for trainers (batch checks)
     proofgym train sft|grpo --config configs/train/grpo_cpu.yaml [--field value ...]   train with TRL
 
-Exit codes: 0 a verdict was reached (whatever it is), 2 bad input, 3 the verifier
-or a prover is broken or missing, 4 the model cannot be used (no server, bad key,
-unknown model), 130 interrupted.
+Exit codes: 0 a verdict was reached (whatever it is; `check --strict`: 1 unless it is OK),
+2 bad input, 3 the verifier or a prover is broken or missing, 4 the model cannot be used
+(no server, bad key, unknown model), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 EXIT_BAD_INPUT = 2
 EXIT_VERIFIER = 3
 EXIT_MODEL = 4
+EXIT_NOT_OK = 1  # check --strict: a verdict other than OK
 
 EPILOG_CHECK = """\
 The task file is one JSON object with the keys id, system, context, statement,
@@ -87,14 +90,16 @@ def _read_proof(arg: str) -> str:
 
     if arg == "-":
         data = sys.stdin.buffer.read(MAX_PROOF_BYTES + 1)
+        where = "on stdin"
     else:
         path = Path(arg)
-        if not path.is_file():
+        if not path.exists() or path.is_dir():
             raise InvalidSubmission(f"proof file {arg} does not exist")
-        size = path.stat().st_size
-        if size > MAX_PROOF_BYTES:
-            raise InvalidSubmission(f"proof file {arg} is {size} bytes; the limit is {MAX_PROOF_BYTES} bytes")
-        data = path.read_bytes()
+        with path.open("rb") as fh:  # also a pipe such as <(...): read at most one byte past the limit
+            data = fh.read(MAX_PROOF_BYTES + 1)
+        where = f"in {arg}"
+    if len(data) > MAX_PROOF_BYTES:
+        raise InvalidSubmission(f"the proof {where} is more than {MAX_PROOF_BYTES} bytes, the limit")
     if b"\x00" in data:
         raise InvalidSubmission(f"proof {arg} is binary (contains NUL bytes); send plain text")
     return validate_submission(data)
@@ -108,23 +113,55 @@ def _load_task(path: str):
     if not p.is_file():
         raise TaskFormatError(f"task file {path} does not exist")
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise TaskFormatError(f"{path}: not UTF-8 text") from None
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > 1 and all(line.lstrip().startswith("{") for line in lines[:2]):
+            raise TaskFormatError(
+                f"{path} looks like a suite ({len(lines)} JSON lines), not one task: "
+                f"use `proofgym check --suite {path} --task-id ID ...` (list the ids with `proofgym tasks {path}`)"
+            ) from None
         raise TaskFormatError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if isinstance(raw, list):
+        raise TaskFormatError(f"{path} holds a list of {len(raw)} tasks, not one: use `proofgym check --suite "
+                              f"{path} --task-id ID ...` (list the ids with `proofgym tasks {path}`)")
     return Task.from_dict(raw, source=path)
+
+
+def _suite_task(suite: str, task_id: str):
+    from proofgym.envs.tasks.suites import load_tasks, unknown_task_message
+
+    tasks = load_tasks(suite)
+    for task in tasks:
+        if task.id == task_id:
+            return task
+    raise LookupError(unknown_task_message(task_id, [t.id for t in tasks], suite))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierError
     from proofgym.envs.verifiers.base import make_verifier
 
+    def fail(code: int, message: str) -> int:
+        if args.json:  # a script reading stdout gets an answer too
+            print(json.dumps({"error": message, "exit_code": code}, ensure_ascii=False))
+        return _die(code, message)
+
     try:
-        task = _load_task(args.task)
+        if args.suite and args.task_id:
+            task = _suite_task(args.suite, args.task_id)
+        elif args.task and not (args.suite or args.task_id):
+            task = _load_task(args.task)
+        else:
+            return fail(EXIT_BAD_INPUT, "name the task either as a task file (`proofgym check TASK.json ...`) or "
+                                        "as --suite SUITE --task-id ID (both flags)")
         proof = task.reference_proof if args.reference else _read_proof(args.proof)
-    except (TaskFormatError, InvalidSubmission) as exc:
-        return _die(EXIT_BAD_INPUT, str(exc))
+    except (TaskFormatError, InvalidSubmission, LookupError) as exc:
+        return fail(EXIT_BAD_INPUT, str(exc).strip("'\""))
     kwargs: dict[str, Any] = {}
     if args.audit:
         kwargs["audit"] = args.audit
@@ -139,9 +176,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         with verifier_cm as verifier:
             result = verifier.check(task, proof)
     except TaskFormatError as exc:
-        return _die(EXIT_BAD_INPUT, str(exc))
+        return fail(EXIT_BAD_INPUT, str(exc))
     except VerifierError as exc:
-        return _die(EXIT_VERIFIER, f"{exc} (run `proofgym doctor`)")
+        return fail(EXIT_VERIFIER, f"{exc} (run `proofgym doctor`)")
     if args.json:
         print(json.dumps({"task_id": task.id, **result.to_dict()}, ensure_ascii=False))
     else:
@@ -157,6 +194,31 @@ def cmd_check(args: argparse.Namespace) -> int:
             console.print("  " + message.replace("\n", "\n  "), markup=False)
         for goal in result.remaining_goals[:3]:
             console.print("  remaining goal:\n    " + goal.pretty().replace("\n", "\n    "), markup=False)
+    if args.strict and result.verdict.value != "OK":
+        return EXIT_NOT_OK
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.tasks.suites import load_tasks
+
+    try:
+        tasks = load_tasks(args.suite)
+    except ProofgymError as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
+    if args.category:
+        tasks = [t for t in tasks if t.category == args.category]
+    if args.grep:
+        tasks = [t for t in tasks if args.grep in t.id]
+    if args.json:
+        for task in tasks:
+            print(json.dumps({"id": task.id, "system": task.system, "category": task.category,
+                              "statement": task.statement}, ensure_ascii=False))
+        return 0
+    for task in tasks:
+        print(f"{task.id}\t{task.system}\t{task.category}")
+    print(f"{len(tasks)} tasks", file=sys.stderr)
     return 0
 
 
@@ -411,15 +473,30 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Start with `proofgym doctor`, then `proofgym build coq-stdlib` and `proofgym eval --suite coq-stdlib`.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from proofgym import __version__
+
+    parser.add_argument("--version", action="version", version=f"proofgym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("tasks", help="list a suite's task ids (with system and category)",
+                       description="List the tasks of a suite: id, system, category (tab-separated).")
+    p.add_argument("suite", help="a built suite name (coq-stdlib) or a .jsonl path")
+    p.add_argument("--category", help="only this category (P1, P2, P3, D, ...)")
+    p.add_argument("--grep", help="only ids that contain this text")
+    p.add_argument("--json", action="store_true", help="one JSON object a line, with the statement")
+    p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("check", help="check one proof of one task and print the verdict", epilog=EPILOG_CHECK,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", help="task file (.json, one object)")
+    p.add_argument("task", nargs="?", help="task file (.json, one object); or name it with --suite and --task-id")
+    p.add_argument("--suite", help="a suite (name or .jsonl) holding the task; with --task-id")
+    p.add_argument("--task-id", dest="task_id", help="the task's id in --suite (list them: `proofgym tasks SUITE`)")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--proof", help="file with the proof text, or - for stdin")
     group.add_argument("--reference", action="store_true", help="check the task's reference proof")
-    p.add_argument("--json", action="store_true", help="print one JSON object (verdict, reasons, messages, ...)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (verdict, reasons, messages, ...); "
+                   "on bad input {\"error\": ..., \"exit_code\": ...}")
+    p.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is OK (for scripts and CI)")
     p.add_argument("--audit", choices=["always", "sample", "never"],
                    help="independent coqc+coqchk re-check of an OK (default: sample, always for VM proofs)")
     p.add_argument("--server", metavar="URL", help="check on a running `proofgym serve-verifier` (warm provers) "

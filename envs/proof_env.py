@@ -63,7 +63,9 @@ def select_task(env: gym.Env, tasks: list[Task], by_id: Mapping[str, Task], opti
     if task_id is None:
         return tasks[int(env.np_random.integers(len(tasks)))]
     if task_id not in by_id:
-        raise KeyError(f"unknown task_id {task_id!r}; the env has {len(tasks)} tasks")
+        from proofgym.envs.tasks.suites import unknown_task_message
+
+        raise KeyError(unknown_task_message(task_id, by_id))
     return by_id[task_id]
 
 

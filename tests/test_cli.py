@@ -167,3 +167,53 @@ def test_check_on_a_running_verifier_service(tmp_path, task_file):
         assert broken.returncode != 0 and "crashed" in broken.stderr and "Traceback" not in broken.stderr
     gone = run("check", str(task_file), "--reference", "--server", "http://127.0.0.1:9")
     assert gone.returncode != 0 and "unreachable" in gone.stderr and "Traceback" not in gone.stderr
+
+
+def test_version_and_tasks_listing(tiny_suite):
+    assert run("--version").stdout.strip().startswith("proofgym ")
+    proc = run("tasks", str(tiny_suite), "--category", "P2")
+    assert proc.returncode == 0
+    assert [line.split("\t")[0] for line in proc.stdout.splitlines()] == ["tiny.app_nil"]
+    rows = [json.loads(line) for line in run("tasks", str(tiny_suite), "--json").stdout.splitlines()]
+    assert {r["id"] for r in rows} >= {"tiny.add_0_r", "tiny.lia"} and all(r["statement"] for r in rows)
+
+
+def test_unknown_suite_lists_what_there_is(tmp_path):
+    proc = run("tasks", "no-such-suite", env={**os.environ, "PROOFGYM_CACHE": str(tmp_path)})
+    assert proc.returncode == 2
+    assert "dafny-nl" in proc.stderr and "coq-stdlib" in proc.stderr and "proofgym build" in proc.stderr
+
+
+def test_a_suite_given_as_the_task_says_to_use_suite_and_task_id(tiny_suite):
+    proc = run("check", str(tiny_suite), "--reference")
+    assert proc.returncode == 2
+    assert "--suite" in proc.stderr and "--task-id" in proc.stderr and "invalid JSON" not in proc.stderr
+
+
+def test_json_on_bad_input_prints_a_json_error(tmp_path, tiny_suite):
+    proc = run("check", "--suite", str(tiny_suite), "--task-id", "tiny.add_0", "--reference", "--json")
+    assert proc.returncode == 2
+    answer = json.loads(proc.stdout)
+    assert answer["exit_code"] == 2 and "tiny.add_0_r" in answer["error"] and "proofgym tasks" in answer["error"]
+    proc = run("check", str(write(tmp_path, "bad.json", "{not json")), "--reference", "--json")
+    assert proc.returncode == 2 and "invalid JSON" in json.loads(proc.stdout)["error"]
+
+
+def test_an_oversized_proof_is_not_reported_with_a_wrong_size(tmp_path, task_file):
+    big = "x" * (5 * 1024 * 1024)
+    for proc in (run("check", str(task_file), "--proof", str(write(tmp_path, "p.v", big))),
+                 run("check", str(task_file), "--proof", "-", stdin=big)):
+        assert proc.returncode == 2
+        assert "more than 262144 bytes" in proc.stderr and "262145" not in proc.stderr
+
+
+@requires_coq
+@pytest.mark.prover
+def test_check_a_suite_task_by_id_and_strict_exit_codes(tmp_path, tiny_suite):
+    ok = run("check", "--suite", str(tiny_suite), "--task-id", "tiny.lia", "--reference", "--strict", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["verdict"] == "OK"
+    admitted = write(tmp_path, "p.v", "Proof. Admitted.")
+    lax = run("check", "--suite", str(tiny_suite), "--task-id", "tiny.lia", "--proof", str(admitted))
+    strict = run("check", "--suite", str(tiny_suite), "--task-id", "tiny.lia", "--proof", str(admitted), "--strict")
+    assert lax.returncode == 0 and "CHEATING" in lax.stdout
+    assert strict.returncode == 1 and "CHEATING" in strict.stdout

@@ -18,6 +18,7 @@ from proofgym.envs.errors import ProofgymError, TaskFormatError
 from proofgym.envs.types import Task
 
 SUITE_SUFFIXES = (".jsonl", ".json")
+BUILDABLE_SUITES = ("coq-stdlib", "hol-light")  # what `proofgym build NAME` makes
 _PACKAGED_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -54,10 +55,36 @@ def resolve_suite(name_or_path: str | os.PathLike[str]) -> Path:
     for candidate in (suite_dir() / f"{text}.jsonl", _PACKAGED_DIR / f"{text}.jsonl"):
         if candidate.is_file():
             return candidate
+    if text in BUILDABLE_SUITES:
+        raise SuiteNotFound(
+            f"suite {text!r} is not built (looked for {suite_dir() / f'{text}.jsonl'}); "
+            f"run `proofgym build {text}` first, or pass the path of a .jsonl file"
+        )
+    known = ", ".join(known_suites()) or "none yet"
     raise SuiteNotFound(
-        f"suite {text!r} is not built (looked for {suite_dir() / f'{text}.jsonl'}); "
-        f"run `proofgym build {text}` first, or pass the path of a .jsonl file"
+        f"no suite named {text!r}. Suites here: {known}; buildable with `proofgym build NAME`: "
+        f"{', '.join(BUILDABLE_SUITES)}; or pass the path of a .jsonl file"
     )
+
+
+def known_suites() -> list[str]:
+    """The names of the suites that load now: built ones in :func:`suite_dir`, then packaged ones."""
+    names: list[str] = []
+    for folder in (suite_dir(), _PACKAGED_DIR):
+        if folder.is_dir():
+            names += [p.stem for p in sorted(folder.glob("*.jsonl")) if p.stem not in names]
+    return names
+
+
+def unknown_task_message(task_id: str, ids: Iterable[str], suite: str | os.PathLike[str] | None = None) -> str:
+    """What to say about a task id that is not in a suite: the closest ids, and how to list them all."""
+    import difflib
+
+    ids = list(ids)
+    close = difflib.get_close_matches(task_id, ids, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    how = f"`proofgym tasks {suite}`" if suite is not None else "`proofgym tasks SUITE`"
+    return f"unknown task_id {task_id!r} ({len(ids)} tasks{hint}); list the ids with {how}"
 
 
 def load_tasks(path_or_name: str | os.PathLike[str]) -> list[Task]:
