@@ -245,16 +245,23 @@ def _eval_config(args: argparse.Namespace):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from proofgym.agents.base import ModelUnavailable
-    from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.errors import ProofgymError, VerifierError
     from proofgym.training.evaluate import evaluate, print_summary
 
     paths_box: list[Any] = []
     try:
         cfg = _eval_config(args)
+        if not cfg.verifier:  # a missing prover is said before the run, not as a harness failure per task
+            from proofgym.envs.tasks.suites import load_tasks
+            from proofgym.envs.verifiers.base import require_provers
+
+            require_provers(task.system for task in load_tasks(cfg.suite))
         progress = not getattr(args, "no_progress", False)
         summary, paths = evaluate(cfg, progress=progress, on_start=paths_box.append)
     except ModelUnavailable as exc:
         return _die(EXIT_MODEL, str(exc))
+    except VerifierError as exc:
+        return _die(EXIT_VERIFIER, f"{exc} (run `proofgym doctor`)")
     except ProofgymError as exc:
         return _die(EXIT_BAD_INPUT, str(exc))
     except KeyboardInterrupt:

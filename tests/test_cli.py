@@ -217,3 +217,12 @@ def test_check_a_suite_task_by_id_and_strict_exit_codes(tmp_path, tiny_suite):
     strict = run("check", "--suite", str(tiny_suite), "--task-id", "tiny.lia", "--proof", str(admitted), "--strict")
     assert lax.returncode == 0 and "CHEATING" in lax.stdout
     assert strict.returncode == 1 and "CHEATING" in strict.stdout
+
+
+def test_eval_with_a_missing_prover_says_so_before_the_run(tmp_path, tiny_suite):
+    env = {**os.environ, "PATH": str(tmp_path)}  # no coqc anywhere
+    proc = run("eval", "--suite", str(tiny_suite), "--agent", "reference", "--out", str(tmp_path / "run"),
+               "--no-progress", env=env)
+    assert proc.returncode == 3
+    assert "apt-get install coq" in proc.stderr and "harness failures" not in proc.stderr
+    assert not (tmp_path / "run" / "results.jsonl").exists()  # nothing ran

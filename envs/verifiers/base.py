@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError
@@ -112,3 +113,17 @@ def verifier_class(system: str) -> type:
 def make_verifier(system: str, **kwargs: Any) -> Verifier:
     """Construct the verifier for ``system`` with keyword options."""
     return verifier_class(system)(**kwargs)
+
+
+def require_provers(systems: Iterable[str]) -> None:
+    """Fail before a long run, not after it, when a system's prover is missing.
+
+    Constructing a verifier finds its binaries (and starts no warm process), so this costs
+    milliseconds; the exception's message names the missing binary and the apt package.
+
+    Raises:
+        ProverNotFound: a system's prover (or the sandbox it needs) is not installed.
+        TaskFormatError: a system has no verifier.
+    """
+    for system in sorted(set(systems)):
+        make_verifier(system).close()
