@@ -9,10 +9,20 @@ from typing import Any
 import pytest
 
 from proofgym.envs.errors import VerifierCrashed
+from proofgym.envs.rewards import RewardMap
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.pool import LocalVerifierPool
-from proofgym.training.rewards import HARNESS, Outcome, VerifierReward, batch_metrics, completion_text, reason_key
+from proofgym.training.rewards import (
+    HARNESS,
+    Outcome,
+    VerifierReward,
+    batch_metrics,
+    check_reward_policy,
+    completion_text,
+    reason_key,
+    shaped_reward,
+)
 from tests.conftest import requires_coq
 
 
@@ -29,7 +39,8 @@ class ScriptVerifier:
     def check(self, task: Task, proof: str) -> CheckResult:
         if proof == "crash":
             raise VerifierCrashed("the fake prover crashed")
-        verdict = {"ok": Verdict.OK, "cheat": Verdict.CHEATING, "timeout": Verdict.TIMEOUT}.get(proof, Verdict.ERROR)
+        verdict = {"ok": Verdict.OK, "cheat": Verdict.CHEATING, "timeout": Verdict.TIMEOUT,
+                   "fail": Verdict.FAIL}.get(proof, Verdict.ERROR)
         reasons = ("admitted: the proof ends with Admitted",) if verdict is Verdict.CHEATING else ()
         return CheckResult(verdict, reasons, messages=("fake",), error_category=ErrorCategory.NONE, wall_s=0.01)
 
@@ -119,3 +130,83 @@ def test_known_completions_get_verdict_rewards_from_real_coq(tiny_suite):
     assert rec.metrics["proof/ok_rate"] == [0.4] and rec.metrics["proof/cheat_rate"] == [0.2]
     assert rec.metrics["verifier/harness_failures"] == [0.0]
     assert 0 < rec.metrics["verifier/seconds"][0] and rec.metrics["verifier/batch_seconds"][0] <= time.monotonic() - start
+
+
+# -- the reward policy: malformed output 0, -1 only for exploits, shaping off by default and capped -------------
+def test_the_default_policy_and_overrides_that_would_teach_the_wrong_thing_are_refused():
+    check_reward_policy(RewardMap.from_mapping(None))  # OK 1 > FAIL/TIMEOUT/ERROR 0 > CHEATING -1
+    check_reward_policy(RewardMap.from_mapping({"CHEATING": -2}), format_bonus=0.1)
+    with pytest.raises(ValueError, match="honest miss"):  # malformed output (ERROR) punished like a cheat
+        check_reward_policy(RewardMap.from_mapping({"ERROR": -1}))
+    with pytest.raises(ValueError, match="honest miss"):  # a miss paid like a proof
+        check_reward_policy(RewardMap.from_mapping({"FAIL": 1}))
+    with pytest.raises(ValueError, match="not below OK"):  # shaping may not reach a proof's reward
+        check_reward_policy(RewardMap.from_mapping(None), format_bonus=1.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        check_reward_policy(RewardMap.from_mapping(None), format_bonus=-0.1)
+    with pytest.raises(ValueError):
+        VerifierReward([], pool=None, reward_map={"ERROR": -1.0})
+
+
+def test_format_bonus_is_paid_only_on_verdicts_the_verifier_ran_and_never_on_cheats_or_errors():
+    rm = RewardMap.from_mapping(None)
+    by_verdict = {v: shaped_reward(CheckResult(v), rm, 0.1) for v in Verdict}
+    assert by_verdict == {Verdict.OK: 1.0, Verdict.FAIL: 0.1, Verdict.TIMEOUT: 0.1, Verdict.ERROR: 0.0,
+                          Verdict.CHEATING: -1.0}
+    assert shaped_reward(None, rm, 0.1) is None
+    assert {v: shaped_reward(CheckResult(v), rm) for v in Verdict} == {v: rm(CheckResult(v)) for v in Verdict}
+
+
+def test_shaping_is_off_by_default_and_on_when_asked(tiny_suite):
+    tasks = load_tasks(tiny_suite)
+    proofs = ["ok", "cheat", "timeout", "garbage", "fail"]
+    with LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier") as pool:
+        plain = VerifierReward(tasks, pool)(prompts=["p"] * 5, completions=[fenced(p) for p in proofs],
+                                            task_id=["tiny.lia"] * 5)
+        shaped = VerifierReward(tasks, pool, format_bonus=0.1)(
+            prompts=["p"] * 5, completions=[fenced(p) for p in proofs], task_id=["tiny.lia"] * 5)
+    assert plain == [1.0, -1.0, 0.0, 0.0, 0.0]
+    assert shaped == [1.0, -1.0, 0.1, 0.0, 0.1]
+
+
+def test_every_metric_is_logged_in_every_batch_zeros_included(tiny_suite):
+    """A rate logged only in the batches where it is non-zero reads high once TRL averages it."""
+    tasks = load_tasks(tiny_suite)
+    rec = Recorder()
+    with LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier") as pool:
+        reward = VerifierReward(tasks, pool)
+        for proofs in (["cheat", "ok"], ["ok", "fail"]):
+            reward(prompts=["p"] * 2, completions=[fenced(p) for p in proofs], task_id=["tiny.lia", "tiny.and_comm"],
+                   log_metric=rec.log_metric, log_extra=rec.log_extra)
+    assert len({len(values) for values in rec.metrics.values()}) == 1  # every name in both batches
+    assert rec.metrics["proof/cheat/admitted"] == [0.5, 0.0]
+    assert rec.metrics["repair/turns"] == [1.0, 1.0] and rec.metrics["repair/fixed_rate"] == [0.0, 0.0]
+    # the completions table: task, category, the parsed proof that was checked, and the verdict
+    assert rec.extra["task_id"] == ["tiny.lia", "tiny.and_comm"] * 2
+    assert rec.extra["category"] == [{t.id: t.category for t in tasks}[i] for i in rec.extra["task_id"]]
+    assert rec.extra["proof"] == ["cheat", "ok", "ok", "fail"]
+    assert rec.extra["verdict"] == ["CHEATING", "OK", "OK", "FAIL"]
+    assert reward.drain_task_outcomes() == [("tiny.lia", "CHEATING"), ("tiny.and_comm", "OK"), ("tiny.lia", "OK"),
+                                            ("tiny.and_comm", "FAIL")]
+    assert reward.drain_task_outcomes() == []
+
+
+@requires_coq
+@pytest.mark.prover
+def test_malformed_attempts_earn_zero_and_only_exploits_earn_minus_one_on_real_coq(tiny_suite):
+    """Prose before ``Proof.`` is an honest slip (0), not a cheat (-1): otherwise group normalisation would
+    score pure prose (+0.5) above an attempted proof (-1.5) and GRPO would learn to stop writing proofs."""
+    tasks = load_tasks(tiny_suite)
+    completions = [
+        [{"role": "assistant", "content": "I will prove it by arithmetic.\nProof. lia. Qed."}],  # prose, then Proof.
+        [{"role": "assistant", "content": "I think it is true."}],                                # pure prose
+        [{"role": "assistant", "content": "```coq\nProof.\n  intros a b H.\n"}],              # cut at the limit
+        fenced("Proof. Admitted."),                                                              # an exploit
+        fenced("Proof. lia. Qed."),                                                              # a proof
+    ]
+    with LocalVerifierPool(1) as pool:
+        reward = VerifierReward(tasks, pool)
+        rewards = reward(prompts=["p"] * 5, completions=completions, task_id=["tiny.lia"] * 5)
+    verdicts = [o.verdict for o in reward.last_outcomes]
+    assert rewards == [0.0, 0.0, 0.0, -1.0, 1.0], verdicts
+    assert verdicts[3:] == ["CHEATING", "OK"] and "CHEATING" not in verdicts[:3]

@@ -40,14 +40,15 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     from proofgym.envs.rewards import RewardMap
     from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce
     from proofgym.training.data import grpo_rows, to_dataset
-    from proofgym.training.rewards import VerifierReward
+    from proofgym.training.rewards import VerifierReward, check_reward_policy
     from proofgym.training.rollout import RepairRollout
 
     prepared = prepare_run(cfg)
     try:
         reward_map = RewardMap.from_mapping(cfg.verdict_rewards)
+        check_reward_policy(reward_map, cfg.format_bonus)
     except (ValueError, TypeError) as exc:
-        raise TrainConfigError(f"verdict_rewards: {exc}") from None
+        raise TrainConfigError(f"verdict_rewards/format_bonus: {exc}") from None
     template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
     rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
     setup_wandb(cfg)
@@ -59,12 +60,13 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     pool = make_pool(cfg)
     try:
         reward = VerifierReward(prepared.train_tasks, pool, reward_map=reward_map, timeout_s=cfg.reward_timeout_s,
-                                feedback_chars=cfg.feedback_chars)
+                                feedback_chars=cfg.feedback_chars, format_bonus=cfg.format_bonus)
         rollout = None
         if cfg.max_turns > 1:
             rollout = RepairRollout(prepared.train_tasks, pool, max_turns=cfg.max_turns,
                                     turn_discount=cfg.turn_discount, reward_map=reward_map,
-                                    feedback_chars=cfg.feedback_chars, context_chars=cfg.prompt_context_chars)
+                                    feedback_chars=cfg.feedback_chars, context_chars=cfg.prompt_context_chars,
+                                    format_bonus=cfg.format_bonus)
         environments = None
         if cfg.tool_env:
             from proofgym.training.environment import environment_factory

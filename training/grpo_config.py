@@ -36,7 +36,15 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         default=1000, metadata={"help": "Longest verifier feedback shown to the policy in a repair turn."})
     verdict_rewards: dict | str | None = field(
         default=None, metadata={"help": "Verdict -> reward overrides, e.g. {\"CHEATING\": -2} (default: OK 1, "
-                                        "CHEATING -1, FAIL/TIMEOUT/ERROR 0). A harness failure is never scored."})
+                                        "CHEATING -1, FAIL/TIMEOUT/ERROR 0: malformed output is ERROR, 0). Refused unless "
+                                        "CHEATING < FAIL, TIMEOUT, ERROR < OK. A harness failure is never scored."})
+    format_bonus: float = field(
+        default=0.0, metadata={"help": "Optional format shaping, off by default (0): added to the reward of a FAIL or "
+                                       "TIMEOUT verdict (the verifier ran a well-formed proof script that did not "
+                                       "prove the goal), to get a policy at p = 0 writing proofs. Never paid on "
+                                       "CHEATING or ERROR, and refused unless FAIL + bonus < OK, so only a proof "
+                                       "earns the top reward; an empty script earns it too, so keep it small (0.1) "
+                                       "and use it only to get off the ground."})
     tool_env: bool = field(
         default=False, metadata={"help": "Give the policy a check_proof tool (TRL environment_factory): it may test "
                                          "proofs before answering; the final answer is rewarded. Needs a chat "

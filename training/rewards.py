@@ -12,11 +12,40 @@ CHEATING -1, the rest 0). A harness failure (the verifier broke, a worker died) 
 (``verifier/harness_failures``), never scored 0. If the whole pool fails, every
 sample of the batch is ``None`` and training goes on.
 
+The reward policy (what GRPO learns from):
+
+- **A proof the kernel accepts is the only way up.** OK earns the most.
+- **Malformed output earns 0, like any honest miss.** Prose, prose before ``Proof.``, a reply
+  cut at the token limit: the verifier calls these ERROR (the verdict policy of the Trust
+  round 3 issue), and ERROR, FAIL and TIMEOUT all earn 0. If malformed attempts scored below
+  pure prose, group normalisation would push the policy away from writing proofs at all.
+- **-1 is kept for exploits**: CHEATING (a hole, an axiom, a checker-changing command, a
+  changed statement) is the one verdict below 0.
+  :func:`check_reward_policy` refuses a ``verdict_rewards`` override that breaks that order
+  (CHEATING < FAIL, TIMEOUT, ERROR < OK), so a config cannot make an honest slip cost as much
+  as a cheat.
+- **Optional shaping, off by default** (``format_bonus``, :func:`shaped_reward`): a bonus for a
+  submission the verifier *ran* (verdict FAIL or TIMEOUT: it was a well-formed proof script
+  that did not prove the goal), to teach the format to a policy that starts from p = 0. It
+  cannot be farmed into a proof's reward: it is paid only on a verifier's verdict (never on
+  the parser's say-so), never on CHEATING or ERROR, and :func:`check_reward_policy` caps it
+  so that FAIL + bonus stays strictly below OK. Its cost is known: a policy can earn it with
+  an empty script (``Proof. Qed.`` is a FAIL), so turn it on only to get off the ground and
+  keep it small (0.1). Partial-progress shaping (fewer remaining goals) is deliberately not
+  offered: a remaining-goal count does not measure progress (``exfalso`` leaves one goal,
+  ``False``, as hard as any), so a bonus for fewer goals would pay for such moves.
+
 With TRL >= 1.16 the trainer passes ``log_metric`` and ``log_extra``; the reward then logs,
 per batch, ``proof/ok_rate``, ``proof/cheat_rate`` and ``proof/cheat/<reason>``,
 ``verifier/timeout_rate``, ``verifier/error_rate``, ``verifier/seconds`` (mean wall
 seconds of a check), ``verifier/batch_seconds`` and ``verifier/harness_failure_rate``,
-and adds ``verdict`` and ``reasons`` columns to TRL's completions table. Without
+``repair/turns`` and ``repair/fixed_rate``, and adds ``task_id``, ``category``, ``proof``
+(the parsed proof that was checked), ``verdict`` and ``reasons`` columns to TRL's completions
+table. Every metric is logged in every batch, zeros included: TRL averages a metric over the
+batches that logged it, so a rate logged only when non-zero would read high. A cheat reason
+seen once is logged (as 0 when absent) in every later batch, and
+:class:`~proofgym.training.grpo_trainer.ProofGRPOTrainer` counts the batches of a logging
+window that came before its first appearance as zeros. Without
 them (another trainer, a direct call) the same numbers are in :attr:`VerifierReward.last_metrics`
 and the running :attr:`VerifierReward.totals`.
 
@@ -99,8 +128,54 @@ def reason_key(reason: str) -> str:
     return re.sub(r"[^\w.-]+", "_", head).strip("_")[:48] or "other"
 
 
-def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = None) -> dict[str, float]:
-    """The per-batch metrics named in the module docstring (rates over samples with a verdict)."""
+SHAPED_VERDICTS = frozenset({Verdict.FAIL.value, Verdict.TIMEOUT.value})
+"""Verdicts that earn ``format_bonus``: the verifier ran the submission as a proof script, and it did not prove."""
+
+HONEST_MISSES = (Verdict.FAIL.value, Verdict.TIMEOUT.value, Verdict.ERROR.value)
+
+
+def check_reward_policy(reward_map: RewardMap, format_bonus: float = 0.0) -> None:
+    """Refuse rewards that would teach the wrong thing (see the module docstring).
+
+    The order CHEATING < FAIL, TIMEOUT, ERROR < OK must hold, and ``format_bonus`` must be >= 0
+    and small enough that FAIL or TIMEOUT plus the bonus stays strictly below OK.
+
+    Raises:
+        ValueError: with what to change.
+    """
+    rewards = {v.value: reward_map.rewards.get(v.value, 0.0) for v in Verdict}
+    ok, cheat = rewards[Verdict.OK.value], rewards[Verdict.CHEATING.value]
+    misses = {v: rewards[v] for v in HONEST_MISSES}
+    if not all(cheat < r < ok for r in misses.values()):
+        raise ValueError(f"rewards must order CHEATING ({cheat}) < FAIL, TIMEOUT, ERROR ({misses}) < OK ({ok}): "
+                         f"an honest miss (malformed output is ERROR) may not cost as much as a cheat, nor earn "
+                         f"as much as a proof")
+    if format_bonus < 0:
+        raise ValueError(f"format_bonus must be >= 0, got {format_bonus}")
+    top = max(rewards[v] for v in SHAPED_VERDICTS) + format_bonus
+    if format_bonus and top >= ok:
+        raise ValueError(f"format_bonus {format_bonus} lifts FAIL/TIMEOUT to {top}, not below OK ({ok}): "
+                         f"keep it small (e.g. 0.1) so that only a proof earns the top reward")
+
+
+def shaped_reward(result: Any, reward_map: RewardMap, format_bonus: float = 0.0) -> float | None:
+    """The verdict's reward, plus ``format_bonus`` for FAIL and TIMEOUT (never for CHEATING, ERROR or OK).
+
+    ``None`` (a harness failure) stays ``None``.
+    """
+    reward = reward_map(result)
+    if reward is None or not format_bonus or result.verdict.value not in SHAPED_VERDICTS:
+        return reward
+    return reward + format_bonus
+
+
+def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = None,
+                  cheat_reasons: Iterable[str] = ()) -> dict[str, float]:
+    """The per-batch metrics named in the module docstring (rates over samples with a verdict).
+
+    Every name is present whatever the batch held (zeros included); ``cheat_reasons`` are reason
+    keys seen in earlier batches, logged as 0 when this batch has none of them.
+    """
     scored = [o for o in outcomes if o.verdict is not None]
     n, failures = len(scored), len(outcomes) - len(scored)
     counts = Counter(o.verdict for o in scored)
@@ -114,13 +189,12 @@ def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = 
         "verifier/harness_failures": float(failures),
         "verifier/harness_failure_rate": failures / len(outcomes) if outcomes else 0.0,
         "verifier/seconds": sum(o.wall_s for o in scored) / n if n else 0.0,
+        "repair/turns": sum(o.turns for o in outcomes) / len(outcomes) if outcomes else 0.0,
+        "repair/fixed_rate": rate(sum(o.turns > 1 and o.verdict == Verdict.OK.value for o in scored)),
     }
     reasons = Counter(reason_key(r) for o in scored if o.verdict == Verdict.CHEATING.value for r in o.reasons)
-    for key, count in reasons.items():
-        metrics[f"proof/cheat/{key}"] = rate(count)
-    if any(o.turns > 1 for o in outcomes):
-        metrics["repair/turns"] = sum(o.turns for o in outcomes) / len(outcomes)
-        metrics["repair/fixed_rate"] = rate(sum(o.turns > 1 and o.verdict == Verdict.OK.value for o in scored))
+    for key in set(cheat_reasons) | set(reasons):
+        metrics[f"proof/cheat/{key}"] = rate(reasons[key])
     if batch_seconds is not None:
         metrics["verifier/batch_seconds"] = batch_seconds
     return metrics
@@ -136,6 +210,8 @@ class VerifierReward:
         name: The name TRL logs the reward under (``rewards/<name>/mean``).
         timeout_s: Longest wait for one batch; past it the unfinished samples are harness failures.
         feedback_chars: Longest feedback text kept in an :class:`Outcome` (for repair turns).
+        format_bonus: Optional shaping (default 0: off): added to the reward of a FAIL or TIMEOUT
+            verdict; see the module docstring for why it cannot be farmed into a proof's reward.
 
     Example (the real Coq verifier; ``tests/data/tiny_suite.jsonl``)::
 
@@ -152,16 +228,26 @@ class VerifierReward:
 
     def __init__(self, tasks: Iterable[Task] | Mapping[str, Task], pool: Any = None, *,
                  reward_map: RewardMap | Mapping[str, float] | None = None, name: str = "verifier",
-                 timeout_s: float | None = None, feedback_chars: int = 2000) -> None:
+                 timeout_s: float | None = None, feedback_chars: int = 2000, format_bonus: float = 0.0) -> None:
         self.tasks: dict[str, Task] = dict(tasks) if isinstance(tasks, Mapping) else {t.id: t for t in tasks}
         self.pool = pool
         self.reward_map = reward_map if isinstance(reward_map, RewardMap) else RewardMap.from_mapping(reward_map)
+        check_reward_policy(self.reward_map, format_bonus)
+        self.format_bonus = float(format_bonus)
         self.__name__ = name
         self.timeout_s = timeout_s
         self.feedback_chars = int(feedback_chars)
         self.last_metrics: dict[str, float] = {}
         self.last_outcomes: list[Outcome] = []
         self.totals: Counter[str] = Counter()
+        self.seen_reasons: set[str] = set()
+        self.task_outcomes: list[tuple[str, str | None]] = []
+        """``(task_id, verdict)`` of every completion since the last :meth:`drain_task_outcomes`."""
+
+    def drain_task_outcomes(self) -> list[tuple[str, str | None]]:
+        """The ``(task_id, verdict)`` pairs recorded since the last call (for per-task pass rates)."""
+        drained, self.task_outcomes = self.task_outcomes, []
+        return drained
 
     def task(self, task_id: str) -> Task:
         try:
@@ -189,7 +275,8 @@ class VerifierReward:
                                         proof=proof))
             else:
                 r = result.result
-                outcomes.append(Outcome(r.verdict.value, self.reward_map(r), r.reasons, r.wall_s, proof=proof,
+                outcomes.append(Outcome(r.verdict.value, shaped_reward(r, self.reward_map, self.format_bonus),
+                                        r.reasons, r.wall_s, proof=proof,
                                         feedback=r.feedback(self.feedback_chars)))
         return outcomes
 
@@ -198,23 +285,27 @@ class VerifierReward:
                  log_extra: Callable[[str, list], None] | None = None,
                  rollout_outcomes: Sequence[Mapping[str, Any]] | None = None, **columns: Any) -> list[float | None]:
         start = time.monotonic()
+        tasks = [self.task(t) for t in task_id]
         if rollout_outcomes is not None:
             outcomes = [Outcome.from_dict(o) for o in rollout_outcomes]
         else:
-            tasks = [self.task(t) for t in task_id]
             proofs = [self.proof_of(c, t) for c, t in zip(completions, tasks, strict=True)]
             outcomes = self.check(tasks, proofs)
         metrics = batch_metrics(outcomes, batch_seconds=None if rollout_outcomes is not None
-                                else time.monotonic() - start)
+                                else time.monotonic() - start, cheat_reasons=self.seen_reasons)
+        self.seen_reasons.update(k.removeprefix("proof/cheat/") for k in metrics if k.startswith("proof/cheat/"))
         self.last_outcomes, self.last_metrics = outcomes, metrics
         self.totals["samples"] += len(outcomes)
         self.totals.update(o.verdict or HARNESS for o in outcomes)
+        self.task_outcomes.extend((t.id, o.verdict) for t, o in zip(tasks, outcomes, strict=True))
         if log_metric is not None:
             for name, value in metrics.items():
                 log_metric(name, value)
         if log_extra is not None:
+            log_extra("task_id", [t.id for t in tasks])
+            log_extra("category", [t.category for t in tasks])
+            log_extra("proof", [o.proof for o in outcomes])
             log_extra("verdict", [o.verdict or HARNESS for o in outcomes])
             log_extra("reasons", ["; ".join(o.reasons) or o.harness_error for o in outcomes])
-            if any(o.turns > 1 for o in outcomes):
-                log_extra("turns", [o.turns for o in outcomes])
+            log_extra("turns", [o.turns for o in outcomes])
         return [o.reward for o in outcomes]

@@ -148,18 +148,20 @@ class RepairRollout:
         turn_tokens: Most new tokens per turn (default: the trainer's ``max_completion_length``).
         context_chars: The ``context_chars`` the prompts were built with (to find tasks by prompt).
         generator: Generation backend (default: :class:`TrainerGenerator` of the calling trainer).
+        format_bonus: Optional shaping of FAIL/TIMEOUT turns (off by default; see :mod:`proofgym.training.rewards`).
     """
 
     def __init__(self, tasks: Iterable[Task], pool: Any, *, max_turns: int = 2, turn_discount: float = 1.0,
                  reward_map: RewardMap | Mapping[str, float] | None = None, feedback_chars: int = 1000,
-                 turn_tokens: int | None = None, context_chars: int = 2000, generator: Generator | None = None) -> None:
+                 turn_tokens: int | None = None, context_chars: int = 2000, generator: Generator | None = None,
+                 format_bonus: float = 0.0) -> None:
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         if not 0 < turn_discount <= 1:
             raise ValueError(f"turn_discount must be in (0, 1], got {turn_discount}")
         self.tasks = list(tasks)
         self.by_prompt = {prompt_key(prompt_messages(t, context_chars=context_chars)): t for t in self.tasks}
-        self.checker = VerifierReward(self.tasks, pool, reward_map=reward_map)
+        self.checker = VerifierReward(self.tasks, pool, reward_map=reward_map, format_bonus=format_bonus)
         self.max_turns = int(max_turns)
         self.turn_discount = float(turn_discount)
         self.feedback_chars = int(feedback_chars)
