@@ -123,6 +123,7 @@ class _ApiAgent(Agent):
         self.api_key = self._resolve_key(api_key)
         self.requests_sent = 0
         self.retries_total = 0
+        self._reached = False  # has any request got an answer? (a refused first contact is not retried)
         self._lock = threading.Lock()
         self._rng = random.Random(0)
 
@@ -180,6 +181,10 @@ class _ApiAgent(Agent):
                     continue
                 if action == "stop":
                     raise ModelUnavailable(self._explain(exc)) from None
+                if action == "retry" and not self._reached and _refused(exc):
+                    # Nothing listens there: retrying a refused first contact only delays the same answer.
+                    # Once the server has answered, a refusal may be a restart, and is retried as usual.
+                    raise ModelUnavailable(self._explain_refused(exc)) from None
                 if action == "retry" and retries < self.retry.max_retries:
                     await asyncio.sleep(self.retry.delay(retries, retry_after, self._rng))
                     retries += 1
@@ -190,6 +195,7 @@ class _ApiAgent(Agent):
                     raise ModelUnavailable(self._explain(exc)) from None
                 return Generation("", seconds=time.monotonic() - start, retries=retries,
                                   error=f"{type(exc).__name__}: {_first_line(exc)}")
+            self._reached = True
             cost = self.prices.cost(gen.prompt_tokens, gen.completion_tokens)
             return Generation(gen.text, prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
                               cost_usd=cost, seconds=time.monotonic() - start, retries=retries,
@@ -223,6 +229,25 @@ class _ApiAgent(Agent):
             return (f"cannot reach {where} after {self.retry.max_retries} retries: {_first_line(exc)}; "
                     f"is the server running{hint}? check --base-url")
         return f"{where}: {type(exc).__name__}: {_first_line(exc)}"
+
+
+    def _explain_refused(self, exc: Exception) -> str:
+        where = self.base_url or f"the {self.provider} API"
+        hint = " (start one with `proofgym serve-model CHECKPOINT`)" if is_loopback_url(self.base_url) else ""
+        return (f"{where} refused the connection: nothing listens there{hint}; check --base-url "
+                f"({_first_line(exc)})")
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection was refused somewhere in ``exc``'s cause chain (httpx wraps the OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

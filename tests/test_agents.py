@@ -168,9 +168,31 @@ def test_unreachable_server_stops_with_a_clear_error():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     agent = OpenAIAgent("m", base_url=f"http://127.0.0.1:{port}/v1", retry=RetryPolicy(max_retries=2, base_delay=0.01))
-    with pytest.raises(ModelUnavailable, match="cannot reach .* after 2 retries.*serve-model"):
+    with pytest.raises(ModelUnavailable, match="refused the connection.*serve-model.*--base-url"):
         agent.generate([Request(({"role": "user", "content": "hi"},), task=TASK)])
-    assert agent.requests_sent == 3 and agent.retries_total == 2
+    assert agent.requests_sent == 1 and agent.retries_total == 0  # a refused first contact fails fast
+
+
+def test_a_refusal_after_the_server_answered_is_retried(monkeypatch):
+    import httpx
+    import openai
+
+    agent = OpenAIAgent("m", base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(max_retries=2, base_delay=0.01))
+    answers = iter([None, "refused", None])  # answer, then one refusal (a restart), then answer again
+
+    async def call(client, request):
+        if next(answers) == "refused":
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except ConnectionRefusedError as exc:
+                raise openai.APIConnectionError(request=httpx.Request("POST", agent.base_url)) from exc
+        return Generation("Proof. auto. Qed.", prompt_tokens=1, completion_tokens=1)
+
+    monkeypatch.setattr(agent, "_call", call)
+    request = Request(({"role": "user", "content": "hi"},), task=TASK)
+    assert agent.generate([request])[0].text == "Proof. auto. Qed."
+    assert agent.generate([request])[0].text == "Proof. auto. Qed."
+    assert agent.retries_total == 1
 
 
 def test_retry_policy_and_retry_after():
