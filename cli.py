@@ -289,7 +289,8 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
     try:
         serve(args.checkpoint, host=args.host, port=args.port, model_name=args.served_model_name,
               api_key=args.api_key, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-              max_tokens=args.max_tokens, fail_first=args.fail_first, verbose=args.verbose, threads=args.threads)
+              max_tokens=args.max_tokens, fail_first=args.fail_first, verbose=args.verbose, threads=args.threads,
+              allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host))
     except ModelUnavailable as exc:
         return _die(EXIT_MODEL, str(exc))
     except ProofgymError as exc:
@@ -339,6 +340,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_guard_flags(p: argparse.ArgumentParser) -> None:
+    """The request-guard flags serve-verifier and serve-model share (see envs/verifiers/http_guard.py)."""
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="serve browser requests from this web page origin, e.g. http://localhost:3000 "
+                        "(repeatable; default: a request with an Origin header gets 403)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="accept this name in the Host header besides localhost, loopback addresses, the bound "
+                        "address and this machine's host name (repeatable; others get 421)")
+
+
 EPILOG_SERVE_VERIFIER = """\
 POST /check with {"requests": [{"task": {...} or "task_id": "...", "proof": "..."}]}
 gets {"results": [{"verdict", "reward", "reasons", ...}]} in input order; a harness
@@ -346,10 +357,14 @@ failure has "verdict": null, "reward": null and "harness_error". POST /reward sp
 OpenRLHF's remote reward protocol (labels = task ids). GET /health, GET /metrics
 (?format=prometheus). Beyond loopback a token is required (--token, --token-file or
 $PROOFGYM_VERIFIER_TOKEN); clients send "Authorization: Bearer <token>".
+No web page can drive it: a POST body must be Content-Type: application/json (415),
+a Host that is not this server gets 421 (DNS rebinding), and a request with an Origin
+header gets 403 unless --allow-origin names that origin.
 
 examples:
   proofgym serve-verifier --port 8000 --workers 2 --suite tests/data/tiny_suite.jsonl
-  curl -s localhost:8000/check -d '{"requests": [{"task_id": "tiny.lia", "proof": "Proof. lia. Qed."}]}'
+  curl -s localhost:8000/check -H 'Content-Type: application/json' \
+       -d '{"requests": [{"task_id": "tiny.lia", "proof": "Proof. lia. Qed."}]}'
   PROOFGYM_VERIFIER_TOKEN=$(openssl rand -hex 24) proofgym serve-verifier --host 0.0.0.0 --engine ray
 """
 
@@ -365,7 +380,6 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
         ServiceConfig,
         ServiceConfigError,
         VerifierService,
-        is_loopback,
         load_task_index,
     )
 
@@ -377,11 +391,13 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
             token = Path(args.token_file).read_text(encoding="utf-8").strip()
         except OSError as exc:
             return _die(EXIT_BAD_INPUT, f"cannot read --token-file {args.token_file}: {exc.strerror or exc}")
-    if not is_loopback(args.host) and not token:
-        return _die(EXIT_BAD_INPUT, f"refusing to listen on {args.host} without a token: pass --token or "
-                                    f"--token-file (or set {TOKEN_ENV}), or listen on 127.0.0.1")
     config = ServiceConfig(host=args.host, port=args.port, token=token, max_body_bytes=int(args.max_body_mb * 2**20),
-                           max_batch=args.max_batch, max_queue=args.max_queue)
+                           max_batch=args.max_batch, max_queue=args.max_queue,
+                           allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host))
+    try:
+        VerifierService.validate(config)
+    except ServiceConfigError as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
     try:
         tasks = load_task_index(args.suite)
     except ProofgymError as exc:
@@ -519,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", dest="api_key",
                    help="API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY; none needed on 127.0.0.1)")
-    p.add_argument("--strategy", help="plain (default: zero-shot) or selene")
+    p.add_argument("--strategy", help="plain (default: zero-shot, optional repair rounds), selene (demonstrations, "
+                   "retrieval, fixing round) or skillforge (Dafny: routed repair); `--set key=value` for options")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a strategy option (repeatable)")
     p.add_argument("--k", type=int, help="report pass@k / ACC#k (default 1)")
     p.add_argument("--n", type=int, help="samples per task (default k); pass@j is reported for j <= n")
@@ -578,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="CPU threads for torch (default torch's; 1 on a busy machine)")
     p.add_argument("--fail-first", type=int, default=0, help="testing: answer the first N requests with 429")
     p.add_argument("--verbose", action="store_true", help="log each request on stderr")
+    _add_guard_flags(p)
     p.set_defaults(func=cmd_serve_model)
 
     p = sub.add_parser("report", help="Markdown/HTML report with plots of one run, or runs side by side",
@@ -615,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body in MiB (default 16)")
     p.add_argument("--max-batch", type=int, default=1024, help="most checks in one request (default 1024)")
     p.add_argument("--max-queue", type=int, default=8192, help="pending checks above which requests get 503")
+    _add_guard_flags(p)
     p.set_defaults(func=cmd_serve_verifier)
 
     p = sub.add_parser("train", help="train a policy with TRL: SFT on reference proofs, GRPO with verifier rewards",

