@@ -45,18 +45,24 @@ from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
 from proofgym.envs.verifiers.dafny_equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
 from proofgym.envs.verifiers.dafny_integrity import (
+    AXIOM_MARK,
     Anchor,
+    Declarations,
     Symbol,
     banned_constructs,
+    boogie_findings,
     build_anchor,
     check_anchoring,
+    classify_declarations,
     expected_implementations,
+    mark_axioms,
     pair_implementations,
+    parse_boogie,
     parse_symbols,
     sanitize,
     trusted_ranges,
 )
-from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, Token, tokenize
+from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, Token, normalize_source, tokenize
 from proofgym.envs.verifiers.dafny_output import DafnyOutput, parse_output, primary_category
 from proofgym.envs.verifiers.dafny_server import DafnyServer, ServerDied, ServerTimeout
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
@@ -206,7 +212,7 @@ class DafnyVerifier(ProcessOwner):
         self._lock = threading.RLock()
         self._closed = False
         self.stats = {"checks": 0, "server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
-                      "server_fallbacks": 0, "outer_kills": 0}
+                      "server_fallbacks": 0, "outer_kills": 0, "translations": 0}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -236,6 +242,7 @@ class DafnyVerifier(ProcessOwner):
 
     def symbols(self, program: str, timeout_s: float = 60.0) -> list[Symbol] | None:
         """Dafny's declarations of ``program`` (``None`` if it does not parse or resolve)."""
+        program = normalize_source(program)
         with self._lock:
             text = self._server_request("symbols", program, self._symbol_args(timeout_s), timeout_s)
         symbols = parse_symbols(text)
@@ -245,12 +252,14 @@ class DafnyVerifier(ProcessOwner):
 
     def resolve(self, program: str, timeout_s: float = 60.0) -> DafnyOutput:
         """Parse and resolve ``program`` without verifying it (a type check for spec skeletons)."""
+        program = normalize_source(program)
         with self._lock:
             text = self._server_request("symbols", program, self._symbol_args(timeout_s), timeout_s)
         return parse_output(text, filename=self.config.filename)
 
     def verify_raw(self, program: str, timeout_s: float = 60.0) -> DafnyOutput:
         """Verify ``program`` as it is (no integrity checks): for helper programs such as equivalence wrappers."""
+        program = normalize_source(program)
         with self._lock:
             run = self._verify(program, timeout_s, boogie=False)
         return run.output
@@ -261,6 +270,7 @@ class DafnyVerifier(ProcessOwner):
         ``result`` is the program's :meth:`check` result when the caller already has it. See
         :mod:`~proofgym.envs.verifiers.dafny_equiv` for the wrapper program that Dafny verifies.
         """
+        program = normalize_source(program)
         result = result if result is not None else self.check(task, program)
         if not result.ok:
             return EquivalenceResult("unverified", (f"the program is {result.verdict.value}",))
@@ -300,10 +310,11 @@ class DafnyVerifier(ProcessOwner):
         return self._base_args(timeout_s, no_cheating=False)
 
     def _anchor(self, task: Task) -> Anchor:
-        key = hashlib.sha256(f"{task.context}\0{task.statement}".encode()).hexdigest()
+        context, statement = normalize_source(task.context), normalize_source(task.statement)
+        key = hashlib.sha256(f"{context}\0{statement}".encode()).hexdigest()
         anchor = self._anchors.get(key)
         if anchor is None:
-            program = task.context + "\n" + task.statement if task.context else task.statement
+            program = context + "\n" + statement if context else statement
             try:
                 tokenize(program)
             except DafnyLexError as exc:
@@ -314,7 +325,10 @@ class DafnyVerifier(ProcessOwner):
             if symbols is None or out.errors:
                 detail = "; ".join(d.render() for d in out.errors[:3]) or "no symbols"
                 raise TaskFormatError(f"task {task.id}: its context + statement do not resolve in Dafny: {detail}")
-            anchor = build_anchor(task.context, task.statement, symbols)
+            anchor = build_anchor(context, statement, symbols)
+            context_lines = context.count("\n") + 1 if context else 0
+            if any(_BODYLESS_WARNING_RE.search(d.message) and d.line <= context_lines for d in out.warnings):
+                anchor = replace(anchor, unmarkable_assumptions=True)  # a bodyless loop or forall in the context
             if not anchor.targets and not anchor.verbatim:
                 raise TaskFormatError(f"task {task.id}: the statement declares nothing to implement")
             if len(self._anchors) > 4096:
@@ -324,7 +338,7 @@ class DafnyVerifier(ProcessOwner):
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         try:
-            program = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)
+            program = normalize_source(validate_submission(proof, max_bytes=MAX_PROOF_BYTES))
         except InvalidSubmission as exc:
             return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",),
                                error_category=ErrorCategory.PARSE_ERROR, backend="precheck")
@@ -341,27 +355,44 @@ class DafnyVerifier(ProcessOwner):
         if reasons:
             return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
                                backend="precheck")
-        # /noCheating:1 turns every assumption into an assertion: right for the submission, wrong for a
-        # context that declares its own trusted facts (a bodyless function with a contract, an axiom).
-        no_cheating = self.config.no_cheating and not anchor.trusted_assumptions
-        run = self._verify(program, task.timeout_s, boogie=self.config.backend == "cli", no_cheating=no_cheating)
-        result = self._judge(task, program, tokens, anchor, trusted, run)
-        if result.verdict is Verdict.OK and run.backend == "server":
-            do_audit = audit if audit is not None else (
-                self.config.audit == "always"
-                or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate))
-            if do_audit:
-                self.stats["audits"] += 1
-                cli = self._cli(program, task.timeout_s, boogie=True, no_cheating=no_cheating)
-                audited = self._judge(task, program, tokens, anchor, trusted, cli)
-                if audited.verdict is not Verdict.OK:
-                    return replace(audited, reasons=("audit: the CLI disagrees with the server",
-                                                      *audited.reasons), audited=True)
-                return replace(result, audited=True)
+        # Dafny's view of every declaration (read without /noCheating, so that a bodyless cheat is named
+        # as one), classified before anything is verified: what may lack a body gets {:axiom}, so that
+        # /noCheating:1 holds the rest of the program -- the submission's declarations -- to the same
+        # rule whatever the task's context trusts.
+        symbols = self._server_symbols(program, task.timeout_s)
+        decls = classify_declarations(anchor, tokens, symbols, trusted) if symbols is not None else None
+        no_cheating = self.config.no_cheating and not anchor.unmarkable_assumptions
+        judged, inserted = mark_axioms(program, decls.marks if decls is not None and no_cheating else ())
+        run = _unshift(self._verify(judged, task.timeout_s, boogie=self.config.backend == "cli",
+                                    no_cheating=no_cheating), inserted)
+        result = self._judge(task, tokens, anchor, trusted, run, symbols, decls)
+        if result.verdict is not Verdict.OK or run.backend != "server":
+            return result
+        # Defence in depth on every OK: Boogie's own translation (cheap next to verification) must show
+        # a verified body for everything but what the classification allows.
+        bpl = self._translate(judged, task.timeout_s, no_cheating=no_cheating)
+        if bpl is None:
+            return replace(result, verdict=Verdict.FAIL, reasons=("Dafny's Boogie translation could not be read",),
+                           error_category=ErrorCategory.UNKNOWN)
+        drops = boogie_findings(parse_boogie(bpl), decls, run.output.verified_implementations())
+        if drops:
+            return replace(result, verdict=Verdict.CHEATING, reasons=tuple(drops),
+                           error_category=ErrorCategory.CHEATING)
+        do_audit = audit if audit is not None else (
+            self.config.audit == "always"
+            or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate))
+        if do_audit:
+            self.stats["audits"] += 1
+            cli = _unshift(self._cli(judged, task.timeout_s, boogie=True, no_cheating=no_cheating), inserted)
+            audited = self._judge(task, tokens, anchor, trusted, cli, symbols, decls)
+            if audited.verdict is not Verdict.OK:
+                return replace(audited, reasons=("audit: the CLI disagrees with the server",
+                                                  *audited.reasons), audited=True)
+            return replace(result, audited=True)
         return result
 
-    def _judge(self, task: Task, program: str, tokens: list[Token], anchor: Anchor,
-               trusted: list[tuple[int, int]], run: _Run) -> CheckResult:
+    def _judge(self, task: Task, tokens: list[Token], anchor: Anchor, trusted: list[tuple[int, int]], run: _Run,
+               symbols: list[Symbol] | None, decls: Declarations | None) -> CheckResult:
         """The verdict of one run: errors, Dafny's view of bodies and specs, the implementation count."""
         out = run.output
         messages = tuple(d.render() for d in out.diagnostics if d.level != "warning"
@@ -377,35 +408,40 @@ class DafnyVerifier(ProcessOwner):
                                else ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
         errors = out.errors
         category = primary_category(out.diagnostics)
-        # Dafny's view of the declarations (bodies, targets, kept members), read without /noCheating so
-        # that a bodyless cheat is named as one rather than reported as an error.
-        symbols = self._server_symbols(program, task.timeout_s)
-        if symbols is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
+
+        def cheating(reasons: list[str]) -> CheckResult:
+            return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
+                               backend=backend, cpu_s=run.cpu_s)
+
+        trusted_lines = _trusted_lines(tokens, trusted)
+        if symbols is None or decls is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
                 errors and not out.outcomes):
-            reasons = check_anchoring(anchor, tokens, symbols, trusted) if symbols else []
-            trusted_lines = _trusted_lines(tokens, trusted)
+            reasons = check_anchoring(anchor, tokens, symbols, trusted) + list(decls.cheats) if symbols and decls else []
             # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
             reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
                         for d in errors if "must have a body" in d.message and d.line not in trusted_lines]
             if reasons:
-                return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
-                                   backend=backend, cpu_s=run.cpu_s)
+                return cheating(reasons)
             if category is ErrorCategory.NONE:
                 category = ErrorCategory.UNKNOWN
             return CheckResult(Verdict.ERROR, (f"{len(errors)} {category.value} diagnostic(s): the program does "
                                                f"not {'parse' if category is ErrorCategory.PARSE_ERROR else 'resolve'}",),
                                messages, error_category=category, backend=backend, cpu_s=run.cpu_s)
-        reasons = check_anchoring(anchor, tokens, symbols, trusted)
-        trusted_lines = _trusted_lines(tokens, trusted)
+        reasons = check_anchoring(anchor, tokens, symbols, trusted) + list(decls.cheats)
         for d in out.warnings:
             if _BODYLESS_WARNING_RE.search(d.message) and d.line not in trusted_lines:
                 reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
                                f"is an assumption")
         if run.boogie:
-            reasons += _boogie_bodyless(run.boogie, anchor, symbols, trusted_lines, tokens)
+            reasons += boogie_findings(parse_boogie(run.boogie), decls, out.verified_implementations())
         if reasons:
-            return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
-                               backend=backend, cpu_s=run.cpu_s)
+            return cheating(reasons)
+        if decls.unplaced:
+            # Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted.
+            return CheckResult(Verdict.ERROR, tuple(f"Dafny reports {u}, which proofgym cannot locate in the program "
+                                                    f"text or classify; write it as a plain declaration" for u in
+                                                    decls.unplaced[:5]), messages,
+                               error_category=ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
         timeouts = [d for d in errors if d.level in ("timeout", "resource")]
         bad_outcomes = [(i, o) for i, o in out.outcomes if o != "verified"]
         if errors or bad_outcomes:
@@ -426,8 +462,7 @@ class DafnyVerifier(ProcessOwner):
         verified = out.verified_implementations()
         if not verified:
             problems.append("nothing was verified (0 implementations)")
-        iterator_classes = [s.name for s in symbols if s.kind == "Class"]
-        drops = pair_implementations(verified, expected_implementations(tokens, symbols), iterator_classes)
+        drops = pair_implementations(verified, expected_implementations(tokens, symbols, decls), decls.copies)
         if run.backend == "cli":
             s = out.summary
             if run.returncode != 0:
@@ -443,17 +478,14 @@ class DafnyVerifier(ProcessOwner):
                     drops.append(f"the summary counts {s.verified} verified but the trace has "
                                  f"{len(out.outcomes)} implementations")
             if run.boogie:
-                impls = _boogie_implementations(run.boogie)
+                impls = parse_boogie(run.boogie).implementations
                 if len(impls) != (s.verified if s else -1):
                     drops.append(f"Boogie has {len(impls)} implementations but {s.verified if s else 0} verified")
-                outcome = dict(out.outcomes)
-                drops += [f"{i} was not verified" for i in impls if outcome.get(i) != "verified"]
             raw = "\n".join(d.message for d in out.diagnostics)
             if "time out" in raw or "out of resource" in raw:
                 problems.append("a time out or out of resource was reported")
         if drops:
-            return CheckResult(Verdict.CHEATING, tuple(drops), messages, error_category=ErrorCategory.CHEATING,
-                               backend=backend, cpu_s=run.cpu_s)
+            return cheating(drops)
         if problems:
             return CheckResult(Verdict.FAIL, tuple(problems), messages, error_category=ErrorCategory.UNKNOWN,
                                backend=backend, cpu_s=run.cpu_s)
@@ -478,6 +510,22 @@ class DafnyVerifier(ProcessOwner):
         server = self._server
         cpu = max(0.0, server.cpu_s - cpu_before) if server is not None else 0.0  # cgroup accounting: mono + z3
         return _Run(parse_output(text, filename=self.config.filename), "server", cpu_s=cpu)
+
+    def _translate(self, program: str, timeout_s: float, *, no_cheating: bool) -> str | None:
+        """Dafny's Boogie translation of ``program`` (``/noVerify /print``: no prover runs), or ``None``."""
+        self.stats["translations"] += 1
+        workdir = Path(tempfile.mkdtemp(prefix="bpl", dir=self._root))
+        try:
+            (workdir / self.config.filename).write_text(program, encoding="utf-8")
+            args = [self._mono, self._dafny_exe, *self._base_args(timeout_s, server=False, no_cheating=no_cheating),
+                    "/noVerify", f"/print:{workdir / 'boogie.bpl'}", self.config.filename]
+            run = self.sandbox.run(args, workdir=workdir, timeout_s=timeout_s + self.config.grace_s)
+            files = sorted(workdir.glob("*.bpl"))
+            if run.timed_out or run.returncode != 0 or not files:
+                return None
+            return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def _server_symbols(self, program: str, timeout_s: float) -> list[Symbol] | None:
         try:
@@ -549,47 +597,14 @@ def _trusted_lines(tokens: list[Token], trusted: list[tuple[int, int]]) -> set[i
     return lines
 
 
-_IMPL_RE = re.compile(r"^implementation\s+((?:\{[^}]*\}\s*)*)([^\s(]+)\s*\(", re.M)
+def _unshift(run: _Run, inserted: list[tuple[int, int]]) -> _Run:
+    """``run`` with the columns of its diagnostics mapped back from the marked program to the submission."""
+    if not inserted:
+        return run
+    width = len(AXIOM_MARK)
 
+    def col(line: int, c: int) -> int:
+        return c - width * sum(1 for ln, at in inserted if ln == line and at <= c)
 
-def _boogie_implementations(bpl: str) -> list[str]:
-    """Implementations in Dafny's Boogie translation (what Boogie must verify)."""
-    return [m.group(2) for m in _IMPL_RE.finditer(bpl)]
-
-
-def _boogie_bodyless(bpl: str, anchor: Anchor, symbols: list[Symbol], trusted_lines: set[int],
-                     tokens: list[Token]) -> list[str]:
-    """Bodyless methods and functions, and implementations with verification turned off, in Boogie's view."""
-    reasons = []
-    for m in _IMPL_RE.finditer(bpl):
-        if re.search(r"\{:verify\s+false\s*\}", m.group(1)):
-            reasons.append(f"Boogie: verification is turned off for {m.group(2)}")
-    allowed = {sanitize(n) for _, _, n in anchor.allowed_bodyless}
-    trusted_names = set()
-    for s in symbols:
-        if s.line in trusted_lines:
-            trusted_names.add(sanitize(s.name))
-    impls = {i[len("Impl$$"):] for i in _boogie_implementations(bpl) if i.startswith("Impl$$")}
-    iterators = {i for i in impls if i.count(".") == 1}
-    functions = {sanitize(d.rsplit(".", 1)[-1]) for d in re.findall(r"^// function declaration for (\S+)$", bpl, re.M)}
-    for name in re.findall(r"^procedure\s+(?:\{[^}]*\}\s*)*Call\$\$([^\s(]+)\s*\(", bpl, re.M):
-        last = name.rsplit(".", 1)[-1]
-        parent = name.rsplit(".", 1)[0]
-        if name in impls or f"{name}_h" in impls or last in allowed or last in trusted_names:
-            continue
-        if parent in iterators and last in ("__ctor", "MoveNext"):
-            continue
-        if last.startswith("reveal__") and last[len("reveal__"):] in functions:
-            continue  # the reveal lemma Dafny generates for an {:opaque} function (its fuel axiom, no body)
-        reasons.append(f"Boogie: {name} has no implementation (no body)")
-    declared = re.findall(r"^// function declaration for (\S+)$", bpl, re.M)
-    defined = {d.split("(")[0].rsplit(".", 1)[-1] for d in re.findall(r"^// definition axiom for (\S+)", bpl, re.M)}
-    for name in declared:
-        parent, _, raw_last = name.rpartition(".")
-        last = sanitize(raw_last)
-        if last in defined or last in allowed or last in trusted_names:
-            continue
-        if parent in iterators or parent.replace("._", ".__") in iterators:
-            continue  # the Valid() predicate Dafny synthesises for an iterator
-        reasons.append(f"Boogie: function {name} has no definition (no body)")
-    return reasons
+    diags = tuple(replace(d, col=col(d.line, d.col)) for d in run.output.diagnostics)
+    return replace(run, output=replace(run.output, diagnostics=diags))

@@ -36,6 +36,7 @@ from proofgym.envs.verifiers.dafny_lexer import (
     CLAUSE_KEYWORDS,
     Token,
     attribute_spans,
+    matching_close,
     matching_open,
     tokenize,
 )
@@ -422,6 +423,9 @@ class Anchor:
     trusted_assumptions: bool = False  # the context itself has assumptions (bodyless contracts, assume, axioms)
     declared: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # keys the task declares
     task_attributes: frozenset[str] = field(default_factory=frozenset)  # attributes the task itself uses
+    # The context has assumptions that no {:axiom} mark can carry through /noCheating:1 (an ``assume``
+    # statement, a loop or forall statement without a body): only then does the check run without it.
+    unmarkable_assumptions: bool = False
 
 
 def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
@@ -489,8 +493,9 @@ def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
     declared = frozenset(sym.key for sym in symbols if sym.kind in MEMBER_KINDS + ("Field",)
                          and locate(index, sym, symbols) is not None or sym.kind == "Field")
     task_attributes = frozenset(name for name, _, _ in attribute_spans(tokens))
+    unmarkable = any(t.kind == "ident" and t.text == "assume" for t in ctx_tokens)
     return Anchor(tuple(targets), tuple(verbatim), tuple(member_verbatim), frozenset(allowed_bodyless), star,
-                  assumes, declared, task_attributes)
+                  assumes, declared, task_attributes, unmarkable)
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -538,33 +543,22 @@ def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]
             reasons.append(f"assume statement at line {t.line}")
         elif t.kind == "ident" and t.text == "include":
             reasons.append(f"include directive at line {t.line}")
-        elif t.kind == "string" and t.text.startswith("@") and "\n" in t.text:
+        elif t.kind == "string" and t.text.startswith("@") and ("\n" in t.text or "\r" in t.text):
             reasons.append(f"multi-line verbatim string at line {t.line}")
     return reasons
 
 
 def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
                     trusted: Sequence[tuple[int, int]]) -> list[str]:
-    """Reasons the submission breaks the anchor (empty when it keeps it)."""
+    """Reasons the submission breaks the anchor (empty when it keeps it); what has no body is
+    :func:`classify_declarations`'s."""
     index = _Index(tokens)
-    inside = set()
-    for a, b in trusted:
-        inside.update(range(a, b))
     by_key: dict[tuple[str, str, str], Symbol] = {}
     for sym in symbols:
         if sym.kind in MEMBER_KINDS + ("Field",):
             by_key.setdefault(sym.key, sym)
     reasons: list[str] = []
-    # Bodyless declarations (Dafny's view), outside the kept context.
-    for sym in symbols:
-        if sym.kind not in MEMBER_KINDS or sym.has_body:
-            continue
-        view = locate(index, sym, symbols)
-        if view is None or view.name_index in inside or sym.key in anchor.allowed_bodyless:
-            continue
-        kind = " ".join(view.kind_words) or sym.kind.lower()
-        reasons.append(f"{kind} {sym.label} has no body")
-    # No second declaration of a name the task declares: a class member named like a context function
+    # Bodyless declarations are judged by classify_declarations. No second declaration of a name the task declares: a class member named like a context function
     # would shadow it inside that class, and change what an unchanged header means.
     names = {name for _, _, name in anchor.declared} - {"_ctor"}
     for sym in symbols:
@@ -651,38 +645,54 @@ def sanitize(name: str) -> str:
     return "".join({"_": "__", "'": "_k", "?": "_q", "#": "_h"}.get(c, c) for c in name)
 
 
-def expected_implementations(tokens: list[Token], symbols: list[Symbol]) -> list[Symbol]:
-    """Declarations whose body Boogie must verify as an ``Impl$$`` implementation (methods, lemmas,
-    constructors with bodies; synthesised iterator members excluded)."""
+def expected_implementations(tokens: list[Token], symbols: list[Symbol],
+                             decls: Declarations | None = None) -> list[Symbol]:
+    """Declarations whose body Boogie must verify as an ``Impl$$`` implementation: methods, lemmas and
+    constructors with bodies, and iterators with bodies (``Impl$$module.Iterator``). Synthesised
+    iterator members and refinement copies are not among them (``decls`` says which are copies)."""
     index = _Index(tokens)
+    copies = {s.key for s in decls.copies} if decls is not None else set()
     out = []
     for sym in symbols:
-        if sym.kind == "Method" and sym.has_body and locate(index, sym, symbols) is not None:
+        if sym.kind == "Method" and sym.has_body and sym.key not in copies and locate(index, sym, symbols) is not None:
             out.append(sym)
+    if decls is not None:
+        out += decls.iterators
     return out
 
 
 def impl_matches(impl: str, sym: Symbol) -> bool:
-    """Whether the Boogie implementation ``impl`` (``Impl$$mod.Class.name``) is ``sym``'s body."""
+    """Whether the Boogie implementation ``impl`` (``Impl$$mod.Class.name``, or ``Impl$$mod.Iterator``
+    for an iterator's ``Class`` symbol) is ``sym``'s body."""
     if not impl.startswith("Impl$$"):
         return False
     parts = impl[len("Impl$$"):].split(".")
-    if len(parts) != 3:
-        return False
-    module, cls, name = parts
-    if name not in (sanitize(sym.name), sanitize(sym.name) + "_h"):
-        return False
-    if cls != sanitize(sym.parent or "_default"):
-        return False
+    if sym.kind == "Class":
+        if len(parts) != 2 or parts[1] != sanitize(sym.name):
+            return False
+        module = parts[0]
+    else:
+        if len(parts) != 3:
+            return False
+        module, cls, name = parts
+        if name not in (sanitize(sym.name), sanitize(sym.name) + "_h"):
+            return False
+        if cls != sanitize(sym.parent or "_default"):
+            return False
     if sym.module in ("_module", ""):
         return module == "_module"
     return re.fullmatch(r"_\d+_" + re.escape(sanitize(sym.module)), module) is not None
 
 
 def pair_implementations(verified: Sequence[str], expected: Sequence[Symbol],
-                         iterator_classes: Iterable[str] = ()) -> list[str]:
-    """Reasons the verified ``Impl$$`` implementations do not pair one-to-one with ``expected``."""
-    iterators = {sanitize(c) for c in iterator_classes}
+                         also: Iterable[Symbol] = ()) -> list[str]:
+    """Reasons the verified ``Impl$$`` implementations do not pair one-to-one with ``expected``.
+
+    ``also`` are declarations whose implementation may appear but is not required here (the copies a
+    refining module makes: :func:`boogie_findings` judges them); every other implementation must be
+    an expected one's.
+    """
+    optional = list(also)
     remaining = list(expected)
     reasons = []
     for impl in verified:
@@ -692,12 +702,14 @@ def pair_implementations(verified: Sequence[str], expected: Sequence[Symbol],
         if hit is not None:
             remaining.remove(hit)
             continue
-        parts = impl[len("Impl$$"):].split(".")
-        if len(parts) == 2 and parts[1] in iterators:
+        hit = next((s for s in optional if impl_matches(impl, s)), None)
+        if hit is not None:
+            optional.remove(hit)
             continue
         reasons.append(f"verified implementation {impl} matches no declaration")
     for sym in remaining:
-        reasons.append(f"{sym.label} was not verified (its obligation was dropped)")
+        what = "iterator " if sym.kind == "Class" else ""
+        reasons.append(f"{what}{sym.label} was not verified (its obligation was dropped)")
     return reasons
 
 
@@ -717,3 +729,389 @@ def declaration_views(program: str, symbols: Sequence[Symbol]) -> list[DeclView]
             if view is not None:
                 views.append(view)
     return views
+
+
+# -- every declaration Dafny reports, classified (what may lack a body) --------------------------
+
+#: Members Dafny synthesises for an iterator; it reports them at the iterator's name.
+ITERATOR_MEMBERS = frozenset({"_ctor", "Valid", "MoveNext"})
+_CONTAINER_WORDS = frozenset({"class", "trait", "iterator"})
+
+
+@dataclass(frozen=True)
+class ModuleScope:
+    """A ``module`` declaration in the tokens: its name as Dafny reports it (the innermost one)."""
+
+    name: str
+    abstract: bool
+    refines: str  # the last component of the refined module's name, "" when it refines none
+    open: int  # token index of its "{"
+    close: int  # token index of its "}"
+
+
+def module_scopes(tokens: Sequence[Token]) -> list[ModuleScope]:
+    """Every ``[abstract] module {attributes} Name [refines Q] { ... }`` in the tokens."""
+    tokens = list(tokens)
+    attr_close = {a: b for _, a, b in attribute_spans(tokens)}
+    out = []
+    for k, t in enumerate(tokens):
+        if t.kind != "ident" or t.text != "module":
+            continue
+        j = k + 1
+        while j in attr_close:
+            j = attr_close[j] + 1
+        if j >= len(tokens) or tokens[j].kind != "ident":
+            continue
+        m = j + 1
+        refines = ""
+        while m < len(tokens) and not (tokens[m].text == "{" and m not in attr_close):
+            if m in attr_close:
+                m = attr_close[m] + 1
+                continue
+            if tokens[m].kind == "ident" and tokens[m].text != "refines":
+                refines = tokens[m].text
+            m += 1
+        if m >= len(tokens):
+            continue
+        close = matching_close(tokens, m)
+        if close == -1:
+            continue
+        out.append(ModuleScope(tokens[j].text, k > 0 and tokens[k - 1].text == "abstract",
+                               refines if any(tokens[x].text == "refines" for x in range(j + 1, m)) else "", m, close))
+    return out
+
+
+@dataclass(frozen=True)
+class ClassScope:
+    """A class, trait or iterator that Dafny reports (its ``Class`` symbol), located in the tokens."""
+
+    symbol: Symbol
+    kind: str  # "class" | "trait" | "iterator"
+    name_index: int
+    open: int | None  # its body's "{" (None: an iterator without a body)
+    close: int | None
+    extends: tuple[tuple[str, str], ...] = ()  # (qualifier, name) of each extended trait
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """Every declaration Dafny reported, classified (:func:`classify_declarations`).
+
+    ``cheats`` are CHEATING reasons (an assumption: a declaration without a body that nothing
+    implements); ``unplaced`` are declarations that proofgym cannot locate or classify, which are
+    refused too (fail closed). ``allowed`` are the bodyless declarations that are not assumptions:
+    the task's own trusted ones, and abstract members that are obligations (a trait's, implemented
+    by every class that extends it; an abstract module's, given a body where it is refined).
+    ``marks`` are the character offsets where ``{:axiom}`` goes so that ``/noCheating:1`` accepts
+    exactly those. ``pending`` are the abstract-module members and refinement copies whose body
+    only Boogie's translation shows; ``iterators`` are the iterators with a body (each must be
+    verified as ``Impl$$module.Name``).
+    """
+
+    cheats: tuple[str, ...] = ()
+    unplaced: tuple[str, ...] = ()
+    allowed: tuple[Symbol, ...] = ()
+    marks: tuple[int, ...] = ()
+    pending: tuple[Symbol, ...] = ()
+    copies: tuple[Symbol, ...] = ()
+    iterators: tuple[Symbol, ...] = ()
+    abstract_modules: frozenset[str] = frozenset()
+    refinements: tuple[tuple[str, str], ...] = ()  # (module, the module it refines)
+
+
+def _kind_word(tokens: Sequence[Token], index: _Index, k: int) -> str:
+    j = k - 1
+    while j >= 0 and j in index.attr_close:
+        j = index.attr_close[j] - 1
+    return tokens[j].text if j >= 0 else ""
+
+
+def _extends(tokens: Sequence[Token], name_index: int, open_index: int) -> tuple[tuple[str, str], ...]:
+    """The traits a class declares it extends: ``(qualifier, name)``, read from its header."""
+    words = [t.text for t in tokens[name_index + 1:open_index]]
+    if "extends" not in words:
+        return ()
+    out = []
+    depth = 0
+    item: list[str] = []
+    for w in words[words.index("extends") + 1:] + [","]:
+        if w == "<":
+            depth += 1
+        elif w == ">":
+            depth -= 1
+        elif depth == 0 and w == ",":
+            idents = [x for x in item if x != "."]
+            if idents:
+                out.append((".".join(idents[:-1]), idents[-1]))
+            item = []
+        elif depth == 0:
+            item.append(w)
+    return tuple(out)
+
+
+def _innermost(scopes: Sequence[ModuleScope] | Sequence[ClassScope], k: int):
+    best = None
+    for sc in scopes:
+        if sc.open is not None and sc.open < k < sc.close and (best is None or sc.open > best.open):
+            best = sc
+    return best
+
+
+def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence[Symbol],
+                          trusted: Sequence[tuple[int, int]]) -> Declarations:
+    """Classify every method, lemma, constructor, function, predicate, class, trait and iterator
+    Dafny reports (a twostate, inductive or co- variant, a member of a class, trait or module, a
+    refinement's copy...). Whatever cannot be placed in the text is ``unplaced``, never skipped.
+    """
+    index = _Index(tokens)
+    inside: set[int] = set()
+    for a, b in trusted:
+        inside.update(range(a, b))
+    modules = module_scopes(tokens)
+    abstract_modules = frozenset(m.name for m in modules if m.abstract)
+    refinements = tuple((m.name, m.refines) for m in modules if m.refines)
+    cheats: list[str] = []
+    unplaced: list[str] = []
+    allowed: list[Symbol] = []
+    marks: list[int] = []
+    pending: list[Symbol] = []
+    copies: list[Symbol] = []
+    iterators: list[Symbol] = []
+
+    def module_of(k: int) -> str:
+        sc = _innermost(modules, k)
+        return sc.name if sc is not None else "_module"
+
+    # Classes, traits and iterators first: members are judged by their container.
+    containers: list[ClassScope] = []
+    for sym in symbols:
+        if sym.kind != "Class" or (sym.name == "_default" and sym.line == 0):
+            continue
+        k = index.at.get((sym.line, sym.col))
+        word = _kind_word(tokens, index, k) if k is not None else ""
+        if k is None or tokens[k].text != sym.name or word not in _CONTAINER_WORDS:
+            unplaced.append(f"{sym.label} (line {sym.line}, column {sym.col})")
+            continue
+        if module_of(k) != sym.module:
+            continue  # a refining module's copy: its members are judged as copies
+        open_i = close_i = None
+        if sym.has_body:
+            close_i = index.at.get((sym.end_line, sym.end_col))
+            open_i = matching_open(tokens, close_i) if close_i is not None and tokens[close_i].text == "}" else -1
+            if open_i is None or open_i <= k:
+                unplaced.append(f"the body of {sym.label} (line {sym.line}, column {sym.col})")
+                continue
+        elif word != "iterator":
+            unplaced.append(f"{word} {sym.label} without braces (line {sym.line})")
+            continue
+        containers.append(ClassScope(sym, word, k, open_i, close_i,
+                                     _extends(tokens, k, open_i) if word == "class" and open_i is not None else ()))
+        if word == "iterator":
+            if sym.has_body:
+                iterators.append(sym)
+            elif k in inside or sym.key in anchor.allowed_bodyless:
+                allowed.append(sym)
+            else:
+                cheats.append(f"iterator {sym.label} has no body (its constructor, MoveNext and Valid would be "
+                              f"assumed)")
+    by_key = {(c.symbol.module, c.symbol.name): c for c in containers}
+    member_keys = {s.key: s for s in symbols if s.kind in MEMBER_KINDS}
+
+    def implementers(trait: ClassScope) -> list[ClassScope]:
+        tm = trait.symbol.module
+        return [c for c in containers if c.kind == "class" and any(
+            n == trait.symbol.name and ((not q and c.symbol.module == tm) or q.rsplit(".", 1)[-1] == tm)
+            for q, n in c.extends)]
+
+    for sym in symbols:
+        if sym.kind not in MEMBER_KINDS:
+            continue
+        k = index.at.get((sym.line, sym.col))
+        owner = by_key.get((sym.module, sym.parent))
+        if owner is not None and owner.kind == "iterator" and sym.name in ITERATOR_MEMBERS and k == owner.name_index:
+            continue  # synthesised by Dafny for the iterator, which is judged itself
+        if sym.name.startswith("reveal_") and k is not None and any(
+                o.kind in ("Function", "Predicate") and (o.line, o.col) == (sym.line, sym.col)
+                and o.key == (sym.module, sym.parent, sym.name[len("reveal_"):]) for o in symbols):
+            continue  # the reveal lemma of an {:opaque} function (its fuel axiom, no proof obligation)
+        view = locate(index, sym, symbols) if k is not None else None
+        if view is None:
+            unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
+            continue
+        mod = module_of(view.name_index)
+        cls = _innermost(containers, view.name_index)
+        parent = cls.symbol.name if cls is not None else "_default"
+        if (mod, parent) != (sym.module, sym.parent or "_default"):
+            if mod in abstract_modules or any(m == sym.module for m, _ in refinements):
+                copies.append(sym)  # a refining module's copy, reported at the original: Boogie shows its body
+            else:
+                unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
+            continue
+        if sym.has_body:
+            continue
+        kind = " ".join(view.kind_words) or sym.kind.lower()
+        mark = tokens[view.name_index].end if sym.name == "_ctor" else tokens[view.name_index].start
+        if view.name_index in inside or sym.key in anchor.allowed_bodyless:
+            allowed.append(sym)
+            marks.append(mark)
+        elif cls is not None and cls.kind == "trait" and "static" not in view.kind_words:
+            impls = implementers(cls)
+            if impls and all((c.symbol.module, c.symbol.name, sym.name) in member_keys
+                             and member_keys[(c.symbol.module, c.symbol.name, sym.name)].has_body for c in impls):
+                allowed.append(sym)  # an obligation: every class that extends the trait implements it
+                marks.append(mark)
+            else:
+                cheats.append(f"{kind} {sym.label} has no body and no class that extends {cls.symbol.name} "
+                              f"implements it (an abstract member left abstract is an assumption)")
+        elif mod in abstract_modules:
+            pending.append(sym)  # an obligation if a refining module gives it a body (Boogie says)
+            marks.append(mark)
+        else:
+            cheats.append(f"{kind} {sym.label} has no body")
+    return Declarations(tuple(cheats), tuple(unplaced), tuple(allowed), tuple(sorted(set(marks))), tuple(pending),
+                        tuple(copies), tuple(iterators), abstract_modules, refinements)
+
+
+#: What makes ``/noCheating:1`` accept a bodyless declaration (Dafny reads the attribute for nothing else).
+AXIOM_MARK = " {:axiom} "
+
+
+def mark_axioms(program: str, marks: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+    """``program`` with :data:`AXIOM_MARK` before each offset in ``marks``, and the (line, column)
+    of each insertion (to map Dafny's columns back to the submission's)."""
+    if not marks:
+        return program, []
+    parts = []
+    inserted = []
+    last = 0
+    for off in sorted(marks):
+        parts.append(program[last:off])
+        parts.append(AXIOM_MARK)
+        line = program.count("\n", 0, off) + 1
+        col = len(program[program.rfind("\n", 0, off) + 1:off].encode("utf-8", "surrogatepass")) + 1
+        inserted.append((line, col))
+        last = off
+    parts.append(program[last:])
+    return "".join(parts), inserted
+
+
+# -- Boogie's view (the translation Dafny verifies) ----------------------------------------------
+
+_B_IMPL_RE = re.compile(r"^implementation\s+((?:\{[^}]*\}\s*)*)([^\s(]+)\s*\(", re.M)
+_B_PROC_RE = re.compile(r"^procedure\s+((?:\{[^}]*\}\s*)*)([^\s(]+)\s*\(", re.M)
+_B_FUNC_DECL_RE = re.compile(r"^// function declaration for (\S+)$", re.M)
+_B_FUNC_DEF_RE = re.compile(r"^// definition axiom for ([^\s(]+)", re.M)
+_B_MODULE_RE = re.compile(r"_\d+_(.+)")
+_UNSANITIZE = {"_": "_", "k": "'", "q": "?", "h": "#"}
+
+
+def unsanitize(name: str) -> str:
+    """The Dafny name behind Boogie's spelling (the inverse of :func:`sanitize`)."""
+    out = []
+    j = 0
+    while j < len(name):
+        if name[j] == "_" and j + 1 < len(name) and name[j + 1] in _UNSANITIZE:
+            out.append(_UNSANITIZE[name[j + 1]])
+            j += 2
+        else:
+            out.append(name[j])
+            j += 1
+    return "".join(out)
+
+
+def boogie_key(name: str) -> tuple[str, ...]:
+    """``_1_B.__default.L`` -> ``("B", "_default", "L")``; ``_module.Gen`` -> ``("_module", "Gen")``:
+    the (module, class, member) key that Dafny's symbols use."""
+    module, *rest = name.split(".")
+    m = _B_MODULE_RE.fullmatch(module)
+    return (unsanitize(m.group(1)) if m else module, *(unsanitize(p) for p in rest))
+
+
+@dataclass(frozen=True)
+class BoogieView:
+    """What a Boogie translation declares and implements, by Dafny key."""
+
+    implementations: tuple[str, ...] = ()  # every implementation's Boogie name (all must be verified)
+    verify_off: tuple[str, ...] = ()  # implementations with {:verify false}
+    impl_procedures: tuple[str, ...] = ()  # declared Impl$$ procedures (each needs its implementation)
+    calls: frozenset[tuple[str, ...]] = frozenset()  # callables (Call$$ procedures)
+    bodies: frozenset[tuple[str, ...]] = frozenset()  # Impl$$ implementations: method, lemma, iterator bodies
+    functions: frozenset[tuple[str, ...]] = frozenset()  # declared functions and predicates
+    defined: frozenset[tuple[str, ...]] = frozenset()  # functions with a definition axiom (a body)
+
+
+def parse_boogie(bpl: str) -> BoogieView:
+    """Read one translation (the ``/print`` files of every module, concatenated)."""
+    impls = []
+    verify_off = []
+    bodies = set()
+    for m in _B_IMPL_RE.finditer(bpl):
+        impls.append(m.group(2))
+        if re.search(r"\{:verify\s+false\s*\}", m.group(1)):
+            verify_off.append(m.group(2))
+        if m.group(2).startswith("Impl$$"):
+            key = boogie_key(m.group(2)[len("Impl$$"):])
+            bodies.add(key[:-1] + (key[-1].removesuffix("#"),))  # a prefix lemma's body is its lemma's
+    procs = [m.group(2) for m in _B_PROC_RE.finditer(bpl)]
+    calls = frozenset(boogie_key(p[len("Call$$"):]) for p in procs if p.startswith("Call$$"))
+    functions = frozenset(tuple(d.split(".")) for d in _B_FUNC_DECL_RE.findall(bpl))
+    defined = frozenset(boogie_key(d) for d in _B_FUNC_DEF_RE.findall(bpl))
+    return BoogieView(tuple(dict.fromkeys(impls)), tuple(verify_off),
+                      tuple(dict.fromkeys(p for p in procs if p.startswith("Impl$$"))), calls,
+                      frozenset(bodies), functions, defined)
+
+
+def _descendants(module: str, refinements: Sequence[tuple[str, str]]) -> set[str]:
+    """``module`` and every module that refines it, directly or through others."""
+    found = {module}
+    grew = True
+    while grew:
+        grew = False
+        for m, r in refinements:
+            if r in found and m not in found:
+                found.add(m)
+                grew = True
+    return found
+
+
+def boogie_findings(view: BoogieView, decls: Declarations, verified: Iterable[str]) -> list[str]:
+    """Reasons Boogie's translation disagrees with an OK: verification turned off, a body that was
+    never verified (an ``Impl$$`` procedure with no implementation, or an implementation the run did
+    not verify), a callable or function with no body that is not one of ``decls.allowed``, and an
+    abstract-module member or refinement copy that no refining module gives a body."""
+    done = set(verified)
+    reasons = [f"Boogie: verification is turned off for {i}" for i in view.verify_off]
+    impl_set = set(view.implementations)
+    reasons += [f"Boogie: {p[len('Impl$$'):]} has a body that is never verified (no implementation)"
+                for p in view.impl_procedures if p not in impl_set]
+    reasons += [f"Boogie: {i} was not verified" for i in view.implementations if i not in done]
+    allowed = {s.key for s in decls.allowed}
+    modules = decls.abstract_modules
+    for sym in (*decls.pending, *decls.copies):
+        where = _descendants(sym.module, decls.refinements) if sym.module in modules else {sym.module}
+        keys = {(m, sym.parent or "_default", sym.name) for m in where}
+        if keys & (view.bodies | view.defined):
+            allowed.add(sym.key)
+        else:
+            reasons.append(f"{sym.kind.lower()} {sym.label} has no body"
+                           + (" in any module that refines it" if sym.module in modules else ""))
+    iterators = {k[:2] for k in view.calls if len(k) == 3 and k[2] == "MoveNext"}
+    allowed_iterators = {(s.module, s.name) for s in decls.allowed if s.kind == "Class"}
+    for key in sorted(view.calls):
+        if len(key) != 3 or key in view.bodies or key in allowed:
+            continue
+        if key[:2] in iterators and key[2] in ITERATOR_MEMBERS and (key[:2] in view.bodies
+                                                                     or key[:2] in allowed_iterators):
+            continue  # the iterator's constructor and MoveNext: its body proves them
+        if key[2].startswith("reveal_") and (*key[:2], key[2][len("reveal_"):]) in view.functions:
+            continue  # the reveal lemma of an {:opaque} function
+        reasons.append(f"Boogie: {'.'.join(key)} has no implementation (no body)")
+    for key in sorted(view.functions):
+        if len(key) != 3 or key in view.defined or key in allowed:
+            continue
+        if key[:2] in iterators and key[2] == "Valid":
+            continue  # the Valid() predicate Dafny synthesises for an iterator
+        if key[2].endswith("#") and (*key[:2], key[2][:-1]) in view.functions:
+            continue  # the prefix predicate of an inductive or co-predicate: defined with it
+        reasons.append(f"Boogie: function {'.'.join(key)} has no definition (no body)")
+    return reasons

@@ -25,6 +25,7 @@ __all__ = [
     "attribute_spans",
     "matching_close",
     "matching_open",
+    "normalize_source",
     "tokenize",
 ]
 
@@ -69,7 +70,24 @@ _OPS = sorted(
 )
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_'?]*")
 _NUMBER_RE = re.compile(r"0x[0-9A-Fa-f_]+|[0-9][0-9_]*(?:\.[0-9][0-9_]*)?")
-_CHAR_RE = re.compile(r"'(?:\\u[0-9A-Fa-f]{4}|\\.|[^'\\\n])'")
+_CHAR_RE = re.compile(r"'(?:\\u[0-9A-Fa-f]{4}|\\.|[^'\\\n\r])'")
+_BOM = "\ufeff"
+_LINE_BREAK_RE = re.compile(r"\r\n?|\n")
+_LINE_END_RE = re.compile(r"[\r\n]")
+
+
+def normalize_source(text: str) -> str:
+    """``text`` with a leading byte-order mark dropped and CRLF and lone CR turned into LF.
+
+    Why: Dafny's scanner ends a line at LF, at CRLF and at a lone CR, and skips a UTF-8 BOM; a
+    reader that counts only LF puts a declaration Dafny reports on another line (or, after a lone
+    CR, reads code as the rest of a ``//`` comment). Every text the verifier reads goes through
+    this once, so the program Dafny checks and the one proofgym reads are the same LF text, and a
+    CRLF, CR-only or BOM file gets exactly the verdict of its LF twin.
+    """
+    if text.startswith(_BOM):
+        text = text[1:]
+    return _LINE_BREAK_RE.sub("\n", text) if "\r" in text else text
 
 
 def tokenize(text: str) -> list[Token]:
@@ -79,28 +97,27 @@ def tokenize(text: str) -> list[Token]:
         DafnyLexError: on an unterminated comment, string or char literal, or a stray character.
     """
     tokens: list[Token] = []
-    i, n = 0, len(text)
-    line, line_start = 1, 0
+    i, n = (1 if text.startswith(_BOM) else 0), len(text)
+    line, line_start = 1, i
 
     def advance_lines(a: int, b: int) -> None:
+        # Dafny's scanner: a line ends at LF, at CRLF (one break) and at a lone CR.
         nonlocal line, line_start
-        k = text.find("\n", a, b)
-        while k != -1:
+        for m in _LINE_BREAK_RE.finditer(text, a, b):
             line += 1
-            line_start = k + 1
-            k = text.find("\n", k + 1, b)
+            line_start = m.end()
 
     while i < n:
         c = text[i]
         if c in " \t\r\n\f\v":
-            if c == "\n":
+            if c == "\n" or (c == "\r" and not text.startswith("\r\n", i)):
                 line += 1
                 line_start = i + 1
             i += 1
             continue
         if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j == -1 else j
+            m = _LINE_END_RE.search(text, i)
+            i = n if m is None else m.start()  # a // comment ends at a CR too, as in Dafny's scanner
             continue
         if text.startswith("/*", i):
             depth, j = 1, i + 2
@@ -138,7 +155,7 @@ def tokenize(text: str) -> list[Token]:
                     if ch == "\\":
                         j += 2
                         continue
-                    if ch == "\n":
+                    if ch in "\r\n":
                         raise DafnyLexError(f"line {start_line}: newline in string literal")
                     j += 1
                     if ch == '"':
