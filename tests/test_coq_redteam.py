@@ -127,7 +127,8 @@ CHEATS = [
     C("false", "Proof. reflexivity. Defined. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.",
       id="defined-restart"),
     C("false", "Proof. reflexivity. Qed. Admitted.", id="qed-then-admitted"),
-    C("false", "Proof. Proof. reflexivity. Qed.", id="second-proof"),
+    # A repeated ``Proof.`` is an honest slip since issue 12: dropped, and the proof is checked (and fails).
+    C("false", "Proof. Proof. reflexivity. Qed.", REFUSED, id="second-proof"),
     C("false", "Proof. Restart. Admitted.", id="restart"),
     C("false", "Proof. Undo. Qed.", id="undo"),
     C("false", "Proof. Focus 1. Qed.", id="focus"),
@@ -227,7 +228,10 @@ LEAK_HOLES = [
 # whatever its message says (the proof controls the message text).
 CLASSIFICATION_GAPS = [
     C("false", "Proof. From Coq Require Import Classical. Qed.", id="from-require"),
-    C("false", "From Coq Require Import Classical.", id="from-require-bare"),
+    # Since issue 12 a Require before the proof is an honest slip: a library the context does not
+    # load (it could bring an axiom) is ERROR with feedback, never OK.
+    C("false", "From Coq Require Import Classical.", frozenset({Verdict.CHEATING, Verdict.ERROR}),
+      id="from-require-bare"),
     C("false", "Proof. End Foo. Qed.", id="end-section"),
     C("false", "Proof. fail \"Syntax error: x\". Qed.", frozenset({Verdict.FAIL}), id="spoof-error"),
     C("false", "Proof. fail \"timeout\". Qed.", frozenset({Verdict.FAIL}), id="spoof-timeout"),

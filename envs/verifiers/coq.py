@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,16 +41,10 @@ from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatEr
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
-from proofgym.envs.verifiers.coq_proof import NormalizedProof, ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq_proof import STATEMENT_RE, NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
 from proofgym.envs.verifiers.procfs import rss_bytes
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
-
-_STATEMENT_RE = re.compile(
-    r"^\s*(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|Monomorphic)\s+)*"
-    r"(Lemma|Theorem|Fact|Remark|Corollary|Proposition|Property|Example|Goal)\b\s*([^\s:({]*)",
-    re.S,
-)
 
 HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
 #: Loads CoqHammer's reconstruction tactics (sauto, ...) and the hammer itself; pass as ``prelude``.
@@ -106,7 +101,7 @@ class _Outcome:
 
 def lemma_name(statement: str) -> str:
     """The name the statement declares (``Unnamed_thm`` for ``Goal``)."""
-    m = _STATEMENT_RE.match(statement)
+    m = STATEMENT_RE.match(statement)
     if not m:
         raise TaskFormatError(
             f"statement must start with Lemma/Theorem/Fact/Remark/Corollary/Proposition/Example/Goal: "
@@ -253,7 +248,7 @@ class CoqVerifier(ProcessOwner):
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         try:
             proof = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)
-            normalized = normalize_proof(proof)
+            normalized = self._prepare(task, proof)
         except InvalidSubmission as exc:
             return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
                                backend="precheck")
@@ -263,11 +258,12 @@ class CoqVerifier(ProcessOwner):
             return CheckResult(verdict, tuple(exc.reasons), tuple(exc.messages), error_category=category,
                                backend="precheck")
         name = lemma_name(task.statement)
+        notes = tuple(f"normalised: {n}" for n in normalized.notes)
 
         outcome = self._run_attempt(task, normalized)
         if outcome.verdict is not Verdict.OK:
-            return CheckResult(outcome.verdict, tuple(outcome.reasons), tuple(outcome.messages), outcome.goals,
-                               outcome.category, backend="coqidetop")
+            return CheckResult(outcome.verdict, tuple(outcome.reasons), notes + tuple(outcome.messages),
+                               outcome.goals, outcome.category, backend="coqidetop")
         # Integrity of an OK.
         reasons = self._integrity(task, name, normalized, outcome)
         if reasons:
@@ -281,7 +277,46 @@ class CoqVerifier(ProcessOwner):
             audit_result = self._audit(task, normalized)
             if audit_result is not None:
                 return audit_result
-        return CheckResult(Verdict.OK, (), tuple(outcome.messages), backend="coqidetop", audited=bool(do_audit))
+        return CheckResult(Verdict.OK, (), notes + tuple(outcome.messages), backend="coqidetop",
+                           audited=bool(do_audit))
+
+    def _prepare(self, task: Task, proof: str) -> NormalizedProof:
+        """Normalise ``proof`` for ``task`` and resolve the ``Require``s written before it.
+
+        A ``Require`` is provably harmless only when Coq says its library is already loaded
+        by the context: then it is dropped, and its ``Import`` runs inside the proof (after the
+        statement, which it therefore cannot change). Loading anything else could bring an
+        axiom, the original lemma or hints the checks do not expect: ``ERROR``, saying so.
+
+        Raises:
+            ProofRejected: as :func:`normalize_proof`, and ``ERROR`` for such a ``Require``.
+        """
+        normalized = normalize_proof(proof, task.statement, task.context)
+        if not normalized.requires:
+            return normalized
+        session = self._session(task.context)
+        modules: list[str] = []
+        errors: list[str] = []
+        for request in normalized.requires:
+            for name in request.names:
+                try:
+                    full, loaded = _locate_library(session.ide, name, session.base)
+                except (ProcessDied, CallTimeout) as exc:
+                    self._drop(session)
+                    raise VerifierCrashed(f"coqidetop failed on Locate Library: {exc}") from None
+                if full and request.root and not (full == request.root or full.startswith(request.root + ".")):
+                    full, loaded = "", False  # ``From R`` names a library under R, which this is not
+                if not loaded:
+                    where = f"loads {full}, which" if full else "names no library that"
+                    errors.append(
+                        f"`{request.text}` {where} the task's context does not load: a proof may only use "
+                        "the libraries the context loads; remove the Require (and what needs it)")
+                elif request.imports:
+                    modules.append(full)
+        if errors:
+            raise ProofRejected("ERROR", errors)
+        return normalized.with_imports(modules, [f"dropped `{r.text}`: the context already loads it"
+                                                 for r in normalized.requires])
 
     def _session(self, context: str) -> _Session:
         session = self._sessions.get(context)
@@ -424,6 +459,16 @@ class CoqVerifier(ProcessOwner):
         last_goals = goals
         for index, sentence in enumerate(normalized.sentences):
             new, reply = ide.add(sentence, state, timeout_s=left())
+            if sentence.startswith("Import "):
+                # Only the normaliser writes a bare Import (tactics are parenthesised): one the
+                # submission put before its proof. Run it now, to report a failure as its own.
+                if new is not None:
+                    reply = ide.status(timeout_s=left())
+                if new is None or not reply.good:
+                    return _Outcome(Verdict.ERROR, [
+                        f"`{sentence}` (written before the proof, run after the statement) fails: "
+                        "import only modules of the libraries the task's context loads, or remove it"],
+                        [reply.error], tuple(last_goals), ErrorCategory.UNDEFINED)
             if new is None:
                 return _Outcome(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],
                                 [reply.error], tuple(last_goals), ErrorCategory.SYNTAX)
@@ -466,6 +511,7 @@ class CoqVerifier(ProcessOwner):
         return parse_assumptions(text)
 
     def _allowed_axioms(self, task: Task) -> frozenset[str]:
+        """The task's allow-list: its ``allowed_axioms``, else the full names of the axioms its reference needs."""
         explicit = task.metadata.get("allowed_axioms")
         base = frozenset(self.config.allowed_axioms)
         if explicit is not None:
@@ -475,12 +521,14 @@ class CoqVerifier(ProcessOwner):
             return base | cached
         allowed: frozenset[str] = frozenset()
         try:
-            ref = normalize_proof(task.reference_proof)
+            ref = self._prepare(task, task.reference_proof)
             outcome = self._run_attempt(task, ref)
             if outcome.verdict is Verdict.OK:
                 session = self._session(task.context)
                 axioms, _ = self._assumptions(session, outcome.final_state, lemma_name(task.statement))
-                allowed = frozenset(a for a in axioms if not _is_primitive(a))
+                # Full names: a short name would also allow any other axiom that shares it.
+                fulls = [_full_constant_name(session.ide, a, outcome.final_state) for a in axioms]
+                allowed = frozenset(f for f in fulls if f and not _is_primitive(f))
         except ProofRejected:
             pass
         self._allowed_cache[task.id] = allowed
@@ -495,16 +543,31 @@ class CoqVerifier(ProcessOwner):
             axioms, other = [], []  # nothing outside the allow-list exists here to rely on
         else:
             axioms, other = self._assumptions(session, state, name)
+        # Print Assumptions prints the shortest name that reaches each axiom *here*, which a
+        # context can make "classic" for its own axiom: resolve each to its full name.
+        fulls = [(ax, _full_constant_name(session.ide, ax, state)) for ax in axioms]
         reasons = [f"unsafe assumption: {o}" for o in other]
         reasons += self._leak_reasons(task, name, session, state)
-        if axioms:
+        if fulls:
             allowed = self._allowed_axioms(task)
-            allowed_short = {a.split(".")[-1] for a in allowed}
-            for ax in axioms:
-                if _is_primitive(ax) and ax not in allowed:
-                    reasons.append(f"uses primitive {ax} not allowed by this task")
-                elif ax not in allowed and ax.split(".")[-1] not in allowed_short:
-                    reasons.append(f"relies on axiom {ax} outside the allow-list")
+            env_axioms: list[frozenset[str] | None] = []  # computed once, only when a short name needs it
+
+            def environment() -> frozenset[str] | None:
+                if not env_axioms:
+                    try:
+                        context, closings = audit_context(task.context)
+                        env_axioms.append(frozenset(_session_name(a) for a in self._baseline(context, closings)[0]))
+                    except ContextLoadError:
+                        env_axioms.append(None)
+                return env_axioms[0]
+
+            for printed, full in fulls:
+                if not full:
+                    reasons.append(f"relies on axiom {printed}, whose full name cannot be resolved")
+                    continue
+                why = _disallowed(full, allowed, environment)
+                if why:
+                    reasons.append(why)
         return reasons
 
     def _environment_is_clean(self, task: Task) -> bool:
@@ -532,16 +595,8 @@ class CoqVerifier(ProcessOwner):
         except ContextLoadError:
             return False
         allowed_all = frozenset(allowed) | frozenset(self.config.allowed_axioms)
-        shorts = [a.split(".")[-1] for a in env_axioms]
-
-        def is_allowed(axiom: str) -> bool:
-            if axiom in allowed_all:
-                return True
-            short = axiom.split(".")[-1]
-            # Print Assumptions names an axiom by its short name when that is unambiguous.
-            return not _is_primitive(axiom) and short in allowed_all and shorts.count(short) == 1
-
-        return not env_flags and all(is_allowed(a) for a in env_axioms)
+        environment = frozenset(_session_name(a) for a in env_axioms)
+        return not env_flags and not any(_disallowed(a, allowed_all, lambda: environment) for a in environment)
 
     def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None) -> list[str]:
         """The proof term must not use the original lemma, or anything of its original file.
@@ -802,6 +857,65 @@ def _defined_at_or_after(qualid: str) -> frozenset[str] | None:
                 return None
             return frozenset(names[names.index(name):])
     return None
+
+
+#: How ``coqc`` names the audit file's own constants, and how the warm session names them.
+_AUDIT_PREFIX = "PG.ProofgymSubmission."
+_SESSION_PREFIX = "Top."
+
+
+def _session_name(full: str) -> str:
+    """A ``coqchk`` name of the context's own constant as the warm session (and an allow-list) writes it."""
+    return _SESSION_PREFIX + full[len(_AUDIT_PREFIX):] if full.startswith(_AUDIT_PREFIX) else full
+
+
+def _full_constant_name(ide: IdeTop, printed: str, state: int | None) -> str:
+    """The full name of the constant that ``printed`` refers to in ``state`` ("" when Coq cannot say)."""
+    if not re.fullmatch(r"[^\s.]+(?:\.[^\s.]+)*", printed):
+        return ""
+    reply = ide.query(f"About {printed}.", state, timeout_s=30)
+    text = "\n".join(t for _, t in reply.messages)
+    found = re.findall(r"Expands to: Constant (\S+)", text)
+    return found[0] if reply.good and len(found) == 1 else ""
+
+
+def _disallowed(full: str, allowed: frozenset[str], environment: Callable[[], frozenset[str] | None]) -> str:
+    """Why the axiom ``full`` is not allowed by ``allowed``, or "" when it is.
+
+    An entry is a full name, or a shorter one (``classic``, ``Classical_Prop.classic``)
+    that may only mean an axiom it names unambiguously: the only axiom of the environment
+    (``environment()``: full names, or None when unknown) whose name ends with it.
+    """
+    if full in allowed:
+        return ""
+    if _is_primitive(full):
+        return f"uses primitive {full} not allowed by this task"  # kernel primitives only by full name
+    entries = sorted(e for e in allowed if full.endswith("." + e))
+    if not entries:
+        return f"relies on axiom {full} outside the allow-list"
+    env = environment()
+    if env is None:
+        return (f"relies on axiom {full}: the allow-list names it only as {entries[0]!r}, and whether that "
+                "short name is unique here cannot be decided (the context does not compile on its own)")
+    for entry in entries:
+        sharing = sorted(a for a in env | {full} if a == entry or a.endswith("." + entry))
+        if sharing == [full]:
+            return ""
+    sharing = sorted(a for a in env | {full} if a.endswith("." + entries[0]))
+    return (f"relies on axiom {full}: the allow-list's {entries[0]!r} is ambiguous here "
+            f"({', '.join(sharing[:5])}); the task must list the fully qualified name")
+
+
+def _locate_library(ide: IdeTop, name: str, state: int) -> tuple[str, bool]:
+    """(full name, already loaded) of the library ``Require name`` would load; ("", False) if none."""
+    if not re.fullmatch(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*", name):
+        return "", False
+    reply = ide.query(f"Locate Library {name}.", state, timeout_s=30)
+    text = " ".join(t for _, t in reply.messages)
+    m = re.match(r"\s*(\S+) (has been loaded from|is bound to) file", text)
+    if not reply.good or not m:
+        return "", False
+    return m.group(1), m.group(2) == "has been loaded from"
 
 
 def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:

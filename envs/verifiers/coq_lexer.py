@@ -16,6 +16,7 @@ with this cut or fail (see ``coq.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -35,6 +36,9 @@ class Sentence:
 
 
 _BULLET_RE = re.compile(r"(-+|\++|\*+)")
+# What may follow a bullet without a space: the first letter of a tactic name, or a
+# parenthesised tactic. Not a digit (``-1``) nor a symbol (``->``, ``*)``).
+_GLUED_TACTIC_RE = re.compile(r"[A-Za-z_(]")
 _SELECTOR_BRACE_RE = re.compile(r"((?:\d+|\[[^\]]*\]|all|!|par)\s*:\s*)?\{")
 
 
@@ -109,28 +113,38 @@ def split_sentences(src: str) -> list[Sentence]:
         CoqLexError: on an unterminated comment/string or a trailing sentence
             without its final period.
     """
-    sentences: list[Sentence] = []
+    return list(iter_sentences(src))
+
+
+def iter_sentences(src: str) -> Iterator[Sentence]:
+    """The sentences of ``src`` one by one, so that a reader can stop before text that does not lex.
+
+    Raises:
+        CoqLexError: when the next sentence cannot be cut (see :func:`split_sentences`).
+    """
     i, n = 0, len(src)
     while True:
         i = _skip_blank(src, i)
         if i >= n:
-            return sentences
+            return
         start = i
         # Bullets and braces are sentences of their own, without a period.
         m = _BULLET_RE.match(src, i)
-        if m and (m.end() >= n or src[m.end()].isspace() or src.startswith("(*", m.end()) or src[m.end()] == "{"):
-            # ``-`` alone, not ``-1`` or ``->``; a bullet may be directly followed by a brace.
-            sentences.append(Sentence(start, m.end(), m.group(0), m.group(0), "bullet"))
+        if m and (m.end() >= n or src[m.end()].isspace() or src.startswith("(*", m.end())
+                  or src[m.end()] == "{" or _GLUED_TACTIC_RE.match(src, m.end())):
+            # ``-`` alone, not ``-1`` or ``->``; a bullet may be directly followed by a brace,
+            # and Coq's lexer also reads ``-reflexivity.`` as the bullet ``-`` and a tactic.
+            yield Sentence(start, m.end(), m.group(0), m.group(0), "bullet")
             i = m.end()
             continue
         m = _SELECTOR_BRACE_RE.match(src, i)
         if m:
             body = src[start : m.end()]
-            sentences.append(Sentence(start, m.end(), body, " ".join(body.split()), "brace"))
+            yield Sentence(start, m.end(), body, " ".join(body.split()), "brace")
             i = m.end()
             continue
         if src[i] == "}":
-            sentences.append(Sentence(start, i + 1, "}", "}", "brace"))
+            yield Sentence(start, i + 1, "}", "}", "brace")
             i += 1
             continue
         # An ordinary sentence: up to a period followed by whitespace or end of text.
@@ -156,7 +170,7 @@ def split_sentences(src: str) -> list[Sentence]:
                     break
             j += 1
         body = src[start:j]
-        sentences.append(Sentence(start, j, body.strip(), strip_comments(body), "sentence"))
+        yield Sentence(start, j, body.strip(), strip_comments(body), "sentence")
         i = j
 
 

@@ -1,10 +1,31 @@
 """Turn a hostile Coq proof text into a whitelisted list of proof-mode sentences.
 
-The submission is cut with :func:`~proofgym.envs.verifiers.coq_lexer.split_sentences`
-and every sentence must be one of:
+The submission is cut with :func:`~proofgym.envs.verifiers.coq_lexer.iter_sentences`
+and read in three parts.
 
-* ``Proof.``, ``Proof using ...``, ``Proof with <tactic>.`` (first only);
-  ``Proof <term>.`` becomes ``Proof. exact (<term>). Qed.``;
+**Before the proof** (everything ahead of the first ``Proof`` sentence; without one,
+a restated statement and the ``Require``/``Import``/scope lines ahead of it). None of
+it is ever sent to Coq: the verifier states the task's statement itself. So an honest
+slip there is normalised, and only an attempt to cheat is ``CHEATING``:
+
+* the task's statement repeated (any whitespace, ``Theorem`` for ``Lemma``, even
+  another name): dropped. A *different* statement: ``ERROR`` saying what to change;
+* ``Require [Import|Export] L``/``From R Require ...``: handed to the verifier as
+  :attr:`NormalizedProof.requires`. It may only name libraries the context already
+  loads (then it is dropped and ``Import`` runs inside the proof); anything else is
+  ``ERROR``, because loading a library could bring an axiom or the original lemma;
+* ``Import M``/``Export M`` and ``Open Scope``: run after ``Proof.`` instead, where
+  they cannot change the statement;
+* a copy of a sentence of the task's context, prose, queries, harmless options
+  (``Set Implicit Arguments.``): dropped;
+* axioms, holes, checker-changing options, notations: ``CHEATING``; helper
+  definitions and lemmas: ``ERROR`` (the proof may only use the context).
+
+**The proof**, where every sentence must be one of:
+
+* ``Proof.``, ``Proof using ...``, ``Proof with <tactic>.`` (first only; a repeated
+  ``Proof.`` or ``Proof using`` is dropped); ``Proof <term>.`` becomes
+  ``Proof. exact (<term>). Qed.``;
 * a bullet (``-``, ``+``, ``*``, repeated) or a brace, optionally after a goal selector;
 * a tactic, optionally after a goal selector (``2:``, ``1-3:``, ``all:``, ``!:``,
   ``par:``, ``[x]:``). It is sent to Coq as ``(<tactic>).`` so that Coq's own
@@ -14,7 +35,10 @@ and every sentence must be one of:
 
 Anything else is a vernacular command and the submission is ``CHEATING``:
 ``Admitted``, ``Abort``, ``Unset Guard Checking``, ``Declare ML Module``,
-``Redirect``, nested definitions, ending the proof early and restarting...
+``Redirect``, nested definitions...
+
+**After the proof**: prose is dropped (it is never sent to Coq either); Coq commands
+there (a restart, ``Admitted``, a new lemma) are ``CHEATING`` as before.
 """
 
 from __future__ import annotations
@@ -22,13 +46,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
+from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, iter_sentences, split_sentences, strip_comments
 
 # Tactic names that only ever mean "leave a hole".
 HOLE_TACTICS = frozenset({"admit", "give_up"})
 
 #: Tokens after which the kernel may rely on the VM or native compiler; such OKs are always audited.
 VM_TOKENS = ("vm_compute", "native_compute", "vm_cast_no_check", "native_cast_no_check", "<:", "<<:")
+
+_QUALID = r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*"
+_PREFIXES = r"(?:#\[[^\]]*\]\s*)*(?:(?:Local|Global|Polymorphic|Monomorphic|Program)\s+)*"
+_THEOREM_KEYWORDS = "Lemma|Theorem|Fact|Remark|Corollary|Proposition|Property|Example"
+#: The head of a statement: its keyword (group 1) and name (group 2; empty for ``Goal``).
+STATEMENT_RE = re.compile(rf"^\s*{_PREFIXES}({_THEOREM_KEYWORDS}|Goal)\b\s*([^\s:({{]*)", re.S)
+# A restated statement as a model writes it: a name, then binders or the colon. Stricter than
+# STATEMENT_RE so that prose such as "Lemma 1 says..." or "Theorem: ..." is not taken for one.
+_RESTATEMENT_RE = re.compile(rf"^{_PREFIXES}(?:(?:{_THEOREM_KEYWORDS})\s+([A-Za-z_][\w']*)\s*(?=[:({{\[`])|Goal\s+(?=[^\s:]))")
 
 _SELECTOR = r"(?:\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|all|!|par|\[\s*[A-Za-z_][\w']*\s*\])"
 _SELECTOR_RE = re.compile(rf"^({_SELECTOR})\s*:(?![=>])\s*(.*)$", re.S)
@@ -39,8 +72,33 @@ _PROOF_TERM_RE = re.compile(r"^Proof\s+(.*)\.$", re.S)
 _END_RE = re.compile(r"^(Qed|Defined)\s*\.$")
 _SCOPE_RE = re.compile(r"^(?:Local\s+)?(?:Open|Close)\s+Scope\s+[A-Za-z_][\w']*\s*\.$")
 _CHEAT_END_RE = re.compile(r"^(Admitted|Abort|Save|Give\s+Up)\b")
-_WORD_RE = re.compile(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*")
+_WORD_RE = re.compile(_QUALID)
 _FIRST_WORD_RE = re.compile(r"^[A-Za-z_][\w']*")
+_REQUIRE_RE = re.compile(rf"^(?:From\s+({_QUALID})\s+)?Require\s+(?:(Import|Export)\s+)?((?:{_QUALID}\s*)+)\.$")
+_REQUIRE_LIKE_RE = re.compile(rf"^(?:From\s+{_QUALID}\s+)?Require\b")
+_IMPORT_RE = re.compile(rf"^(?:Import|Export)\s+((?:{_QUALID}\s*)+)\.$")
+_OPTION_RE = re.compile(rf"^{_PREFIXES}(?:Export\s+)?(Set|Unset)\s+([A-Z][\w']*(?:\s+[A-Z][\w']*)*)\b.*\.$", re.S)
+# Declarations that assume something: a name (or several), then a colon or a binder.
+_ASSUME_RE = re.compile(rf"^{_PREFIXES}(?:Axioms?|Parameters?|Conjectures?|Hypothes[ie]s|Variables?|Context)\s+"
+                        r"(?:[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)*\s*:|[({`\[])")
+_LET_RE = re.compile(r"^Let\s+[A-Za-z_][\w']*\s*(?:[:({\[]|:=)")
+_END_BLOCK_RE = re.compile(r"^End\s+([A-Za-z_][\w']*)\s*\.$")
+_FENCE_LINE_RE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
+_BLOCK_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+[A-Za-z_][\w']*")
+
+# Commands that can only be Coq (no English sentence starts with them) and that, before or
+# after a proof, can only mean an attempt to assume, redefine or switch a check off.
+_CHEAT_WORDS = frozenset("""
+    Admitted Abort Admit Declare Redirect Load Drop Comments Notation Infix Reserved Delimit Undelimit
+    Arguments Opaque Transparent Typeclasses Canonical Coercion Obligation Obligations Existential Extraction
+    Undo BackTo Restart Reset Universe Universes Constraint Primitive Register Strategy Succeed Fail Timeout
+    Unshelve Guarded
+""".split())
+# Commands that add a helper: honest, but a proof may only use what the task's context defines.
+_HELPER_WORDS = frozenset("""
+    Definition Fixpoint CoFixpoint Inductive CoInductive Record Structure Class Variant Instance Existing
+    Ltac Ltac2 Function Functional Scheme Derive Hint Tactic Section Module Include Equations
+""".split())
 
 
 class ProofRejected(Exception):
@@ -54,16 +112,53 @@ class ProofRejected(Exception):
 
 
 @dataclass(frozen=True)
+class LibraryRequest:
+    """A ``Require`` written before the proof, for the verifier to resolve against the context.
+
+    Attributes:
+        text: The sentence as written (for feedback).
+        root: The ``From`` root, or ``""``.
+        names: The libraries it names, as written.
+        imports: ``Require Import``/``Export`` (else a plain ``Require``).
+    """
+
+    text: str
+    root: str
+    names: tuple[str, ...]
+    imports: bool
+
+
+@dataclass(frozen=True)
 class NormalizedProof:
-    """The sentences to send, in order. ``sentences[-1]`` is ``Qed.`` or ``Defined.``."""
+    """The sentences to send, in order. ``sentences[-1]`` is ``Qed.`` or ``Defined.``.
+
+    ``requires`` are the ``Require`` sentences written before the proof: the verifier
+    must resolve them (:meth:`with_imports`) or refuse the proof. ``notes`` say what
+    normalisation changed, for the feedback.
+    """
 
     sentences: tuple[str, ...]
     identifiers: frozenset[str]  # identifier tokens used outside comments and strings
     uses_vm: bool
+    requires: tuple[LibraryRequest, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
         return "\n".join(self.sentences)
+
+    def with_imports(self, modules: list[str], notes: list[str]) -> NormalizedProof:
+        """The proof with ``requires`` resolved: ``Import`` of each of ``modules`` right after the opener.
+
+        ``notes`` say what was dropped.
+
+        Only for modules that are already loaded: ``Import`` inside the proof loads nothing
+        and cannot change the statement, which Coq elaborated before it.
+        """
+        sentences = list(self.sentences)
+        at = 1 if sentences and sentences[0].startswith("Proof") else 0
+        sentences[at:at] = [f"Import {m}." for m in modules]
+        return NormalizedProof(tuple(sentences), self.identifiers, self.uses_vm, (), (*self.notes, *notes))
 
 
 def _strip_strings(code: str) -> str:
@@ -74,31 +169,183 @@ def _tokens(code: str) -> set[str]:
     return set(_WORD_RE.findall(_strip_strings(code)))
 
 
-def normalize_proof(proof: str) -> NormalizedProof:
-    """Whitelist and normalise a submission.
+def _statement_key(code: str) -> tuple[str, tuple[str, ...]] | None:
+    """(name, tokens after the name) of a statement sentence; None when ``code`` is not one.
+
+    Tokens ignore whitespace and the keyword, so a statement repeated over other line breaks,
+    with ``(n:nat)`` for ``(n : nat)``, or as a ``Theorem`` for a ``Lemma`` has the same key.
+    """
+    m = STATEMENT_RE.match(code)
+    if not m:
+        return None
+    rest = code[m.end():]
+    return m.group(2), tuple(re.findall(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*|\d+|\S", rest))
+
+
+def _sentence_key(code: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*|\d+|\S", code))
+
+
+def _context_keys(context: str) -> frozenset[tuple[str, ...]]:
+    try:
+        return frozenset(_sentence_key(s.code) for s in split_sentences(context))
+    except CoqLexError:
+        return frozenset()
+
+
+def _cheat_word(code: str) -> str:
+    """The Coq-only command word that starts ``code`` (after attributes and locality), or ""."""
+    body = re.sub(rf"^{_PREFIXES}", "", code)
+    first = _first_word(body)
+    if first in _CHEAT_WORDS:
+        return first
+    return ""
+
+
+def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str]) -> str:
+    """What a sentence before or after the proof is: "context", "cheat:<why>", "helper", "code" or "prose".
+
+    Only what is clearly Coq is classified; English (or anything else) is "prose". Nothing
+    outside the proof is sent to Coq, so a misread sentence costs fairness, never soundness:
+    the rules err towards prose.
+    """
+    if _sentence_key(code) in context_keys:
+        return "context"
+    first = _first_word(code)
+    if first in HOLE_TACTICS:
+        return f"cheat:hole tactic ({first}) leaves the goal unproved"
+    if m := _CHEAT_END_RE.match(code):
+        return f"cheat:{m.group(1)} ends the proof without proving it"
+    if code.startswith("#[") and not STATEMENT_RE.match(code):
+        return "cheat:attributes are not allowed"
+    if _ASSUME_RE.match(code):
+        return f"cheat:{_short(code)} assumes what the task does not give"
+    if m := _OPTION_RE.match(code):
+        if "Checking" in m.group(2) or "Guard" in m.group(2) or "Positivity" in m.group(2):
+            return f"cheat:{m.group(1)} {m.group(2)} switches a kernel check off"
+        return "code"
+    if word := _cheat_word(code):
+        return f"cheat:vernacular command {word!r} is not allowed"
+    if m := _END_BLOCK_RE.match(code):
+        return "context" if m.group(1) in open_names else "code"
+    body = re.sub(rf"^{_PREFIXES}", "", code)
+    if _first_word(body) in _HELPER_WORDS or _LET_RE.match(body) or _BLOCK_RE.match(body):
+        return "helper"
+    if (_RESTATEMENT_RE.match(code) or _END_RE.match(code) or _REQUIRE_LIKE_RE.match(code)
+            or _IMPORT_RE.match(code) or _SCOPE_RE.match(code) or _PROOF_RE.match(code)
+            or _PROOF_USING_RE.match(code) or _PROOF_WITH_RE.match(code)):
+        return "code"
+    return "prose"
+
+
+def normalize_proof(proof: str, statement: str = "", context: str = "") -> NormalizedProof:
+    """Whitelist and normalise a submission (see the module docstring).
+
+    Args:
+        proof: The submission.
+        statement: The task's statement; a copy of it before the proof is dropped. Without
+            it every restated statement before the proof is ``ERROR``.
+        context: The task's context; copies of its sentences before the proof are dropped.
 
     Raises:
         ProofRejected: ``CHEATING`` for vernacular, holes and restarts;
-            ``ERROR`` when the text cannot be cut into sentences.
+            ``ERROR`` for text that cannot be cut into sentences and for slips that
+            cannot be normalised, with a reason that says what to change.
     """
+    notes: list[str] = []
+    if _FENCE_LINE_RE.search(proof):
+        # A model's reply pasted as it came (``proofgym check`` has no parser in front):
+        # the same rule as the reply parser, the last fenced block. The rest is never run.
+        from proofgym.agents.parsing import last_code_block
+
+        proof = last_code_block(proof)[0]
+        notes.append("took the last fenced code block")
+    sentences: list[Sentence] = []
+    tail = ""
     try:
-        sentences = split_sentences(proof)
+        seen_proof = False
+        for sentence in iter_sentences(proof):
+            sentences.append(sentence)
+            is_proof = sentence.kind == "sentence" and _first_word(sentence.code) == "Proof" \
+                and not _outside_is_prose_proof(sentence.code)
+            if _END_RE.match(sentence.code) or (is_proof and not seen_proof and _is_proof_term(sentence.code)):
+                # Stop here: what follows the proof is never sent to Coq and need not even lex.
+                tail = proof[sentence.end:]
+                break
+            seen_proof = seen_proof or is_proof
     except CoqLexError as exc:
         raise ProofRejected("ERROR", [f"syntax: {exc}"]) from None
     if not sentences:
         raise ProofRejected("ERROR", ["syntax: the proof has no sentences"])
 
-    out: list[str] = []
+    task_key = _statement_key(strip_comments(statement)) if statement.strip() else None
+    context_keys = _context_keys(context) if context else frozenset()
+    open_names = frozenset(name for _, name in _open_blocks(context)) if context else frozenset()
     cheats: list[str] = []
+    errors: list[str] = []
+    requires: list[LibraryRequest] = []
+    moved: list[str] = []  # Import and scope sentences from before the proof, to run after its opener
+
+    # -- before the proof ------------------------------------------------------------------------
+    n_head = _head_length(sentences)
+    for sentence in sentences[:n_head]:
+        code = sentence.code
+        if sentence.kind != "sentence":
+            notes.append(f"dropped {code!r} before the proof")
+            continue
+        key = _statement_key(code) if _RESTATEMENT_RE.match(code) else None
+        if key is not None:
+            if task_key is not None and key[1] == task_key[1]:
+                renamed = f" (named {key[0]} instead of {task_key[0]})" if key[0] != task_key[0] else ""
+                notes.append(f"dropped the repeated statement{renamed}")
+            else:
+                expected = f"`{_short(' '.join(statement.split()), 200)}`" if statement.strip() else "the task's"
+                errors.append(
+                    f"the submission states `{_short(code, 200)}`, which is not the task's statement {expected}: "
+                    "send only the proof (from `Proof.` to `Qed.`); the verifier states the lemma itself")
+            continue
+        if _REQUIRE_LIKE_RE.match(code):
+            if m := _REQUIRE_RE.match(code):
+                requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
+                                               m.group(2) is not None))
+            else:
+                errors.append(f"cannot read `{_short(code)}`: write `Require Import <Library>.` of a library "
+                              "the task's context loads, or remove it")
+            continue
+        if m := _IMPORT_RE.match(code):
+            moved.append(f"Import {' '.join(m.group(1).split())}.")
+            continue
+        if _SCOPE_RE.match(code):
+            moved.append(code)
+            continue
+        kind = _outside_kind(code, context_keys, open_names)
+        if kind.startswith("cheat:"):
+            cheats.append(f"before the proof: {kind[6:]}")
+        elif kind == "helper":
+            errors.append(f"`{_short(code)}` before the proof: a submission cannot add definitions, lemmas, "
+                          "tactics or sections; the proof may only use what the task's context defines "
+                          "(inline a helper with `assert`, `pose` or `ltac:(...)`), so remove it")
+        elif kind == "context":
+            notes.append(f"dropped a copy of the context's `{_short(code)}`")
+        else:
+            notes.append(f"dropped {_short(code)!r} before the proof (not part of a proof script)")
+
+    # -- the proof -------------------------------------------------------------------------------
+    out: list[str] = []
     identifiers: set[str] = set()
     ended = False
-    for index, sentence in enumerate(sentences):
+    opener = -1  # index in ``out`` of the Proof sentence, -1 before it
+    tactic_seen = False
+    body = sentences[n_head:]
+    for sentence in body:
         code = sentence.code
         if ended:
-            cheats.append(f"content after the end of the proof: {_short(code)}")
+            # Only reached after ``Proof <term>.``: a Qed stops the reading loop above.
+            tail = proof[sentence.start:]
             break
         if sentence.kind in ("bullet", "brace"):
             out.append(code)
+            tactic_seen = True
             continue
         first = _first_word(code)
         if first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS):
@@ -113,24 +360,17 @@ def normalize_proof(proof: str) -> NormalizedProof:
             ended = True
             continue
         if first == "Proof":
-            if index != 0:
-                cheats.append("Proof may only open the proof")
-                continue
-            if _PROOF_RE.match(code):
-                out.append("Proof.")
-            elif m := _PROOF_USING_RE.match(code):
-                out.append(f"Proof using{m.group(1)}.")
-            elif m := _PROOF_WITH_RE.match(code):
-                tactic = m.group(1).strip()
-                identifiers |= _tokens(tactic)
-                out.append(f"Proof with ({tactic}).")
-            elif m := _PROOF_TERM_RE.match(code):
-                term = m.group(1).strip()
+            if opener < 0 and not tactic_seen and _is_proof_term(code):
+                term = _PROOF_TERM_RE.match(code).group(1).strip()
                 identifiers |= _tokens(term)
                 out.extend(["Proof.", f"exact ({term}).", "Qed."])
                 ended = True
-            else:  # pragma: no cover - _PROOF_TERM_RE matches any "Proof ... ."
-                cheats.append(f"unrecognised Proof command: {_short(code)}")
+                continue
+            error = _proof_sentence(code, out, opener, tactic_seen, identifiers, notes)
+            if error:
+                errors.append(error)
+            elif opener < 0 and out and out[-1].startswith("Proof"):
+                opener = len(out) - 1
             continue
         if _SCOPE_RE.match(code):
             out.append(code)  # changes how later sentences parse, never the stated goal or the kernel
@@ -138,18 +378,18 @@ def normalize_proof(proof: str) -> NormalizedProof:
         if code == "Unshelve.":
             out.append(code)  # proof-mode commands that only reorder goals
             continue
-        selector, body = _split_selector(code)
-        bfirst = _first_word(body)
+        selector, body_code = _split_selector(code)
+        bfirst = _first_word(body_code)
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
             cheats.append(f"vernacular command {bfirst!r} is not allowed inside a proof")
             continue
-        if body.startswith("#[") or body.startswith("#"):
+        if body_code.startswith("#[") or body_code.startswith("#"):
             cheats.append("attributes are not allowed inside a proof")
             continue
-        if body.endswith("..."):
-            tactic, terminator = body[:-3].rstrip(), "..."
-        elif body.endswith("."):
-            tactic, terminator = body[:-1].rstrip(), "."
+        if body_code.endswith("..."):
+            tactic, terminator = body_code[:-3].rstrip(), "..."
+        elif body_code.endswith("."):
+            tactic, terminator = body_code[:-1].rstrip(), "."
         else:  # pragma: no cover - the lexer only cuts at periods
             raise ProofRejected("ERROR", [f"syntax: sentence without a period: {_short(code)}"])
         if not tactic:
@@ -157,12 +397,129 @@ def normalize_proof(proof: str) -> NormalizedProof:
         identifiers |= _tokens(tactic)
         prefix = f"{selector}: " if selector else ""
         out.append(f"{prefix}({tactic}){terminator}")
+        tactic_seen = True
+
+    # -- after the proof -------------------------------------------------------------------------
+    if ended and tail.strip():
+        cheat = _tail_cheat(tail, context_keys, open_names)
+        if cheat:
+            cheats.append(f"content after the end of the proof: {cheat}")
+        else:
+            notes.append("dropped the text after the end of the proof")
     if cheats:
         raise ProofRejected("CHEATING", cheats)
+    if errors:
+        raise ProofRejected("ERROR", errors)
+    if not out and not moved and not requires:
+        raise ProofRejected("ERROR", ["syntax: the submission has no proof: send the proof script, "
+                                      "from `Proof.` to `Qed.`"])
+    if moved:
+        at = opener + 1 if opener >= 0 else 0
+        out[at:at] = moved
     if not ended:
         out.append("Qed.")
     uses_vm = any(tok in " ".join(out) for tok in VM_TOKENS)
-    return NormalizedProof(tuple(out), frozenset(identifiers), uses_vm)
+    return NormalizedProof(tuple(out), frozenset(identifiers), uses_vm, tuple(requires), tuple(notes))
+
+
+def _head_length(sentences: list[Sentence]) -> int:
+    """How many sentences stand before the proof (see the module docstring)."""
+    for i, s in enumerate(sentences):
+        if s.kind == "sentence" and _first_word(s.code) == "Proof" and not _outside_is_prose_proof(s.code):
+            return i
+    last_statement = max((i for i, s in enumerate(sentences) if s.kind == "sentence"
+                          and _RESTATEMENT_RE.match(s.code)), default=-1)
+    # Without a Proof sentence: a restated statement ends the part before the proof, else
+    # the leading Require/Import/scope lines do ("Require Import Lia. lia.").
+    n = 0
+    while n < len(sentences) and sentences[n].kind == "sentence" and (
+            _REQUIRE_LIKE_RE.match(sentences[n].code) or _IMPORT_RE.match(sentences[n].code)
+            or _SCOPE_RE.match(sentences[n].code)):
+        n += 1
+    if last_statement >= 0 and all(s.kind == "sentence" and not _END_RE.match(s.code)
+                                   for s in sentences[:last_statement]):
+        return max(n, last_statement + 1)
+    return n
+
+
+def _outside_is_prose_proof(code: str) -> bool:
+    """``Proof sketch: ...``-like prose, which is not a ``Proof`` command."""
+    return bool(re.match(r"^Proof\s*:", code))
+
+
+def _proof_sentence(code: str, out: list[str], opener: int, tactic_seen: bool, identifiers: set[str],
+                    notes: list[str]) -> str:
+    """Handle a ``Proof ...`` sentence: append to ``out`` or note it; return an error text or ""."""
+    if opener >= 0 or tactic_seen:
+        # A second Proof command. ``Proof.`` and ``Proof using`` change nothing in a proof that
+        # has begun, so they are dropped; one more ``Proof using`` or ``Proof with`` that comes
+        # right after a plain ``Proof.`` replaces it, as the model meant.
+        fresh = opener >= 0 and not tactic_seen and out[opener] == "Proof."
+        if _PROOF_RE.match(code):
+            notes.append("dropped a repeated `Proof.`")
+            return ""
+        if m := _PROOF_USING_RE.match(code):
+            if fresh:
+                out[opener] = f"Proof using{m.group(1)}."
+            notes.append("merged a repeated `Proof using` into the first `Proof`")
+            return ""
+        if (m := _PROOF_WITH_RE.match(code)) and fresh:
+            tactic = m.group(1).strip()
+            identifiers |= _tokens(tactic)
+            out[opener] = f"Proof with ({tactic})."
+            notes.append("merged `Proof with` into the first `Proof.`")
+            return ""
+        return (f"`{_short(code)}` after the proof has begun: `Proof with`/`Proof <term>` must be the first "
+                "sentence of the proof; write it once, at the start")
+    if _PROOF_RE.match(code):
+        out.append("Proof.")
+    elif m := _PROOF_USING_RE.match(code):
+        out.append(f"Proof using{m.group(1)}.")
+    elif m := _PROOF_WITH_RE.match(code):
+        tactic = m.group(1).strip()
+        identifiers |= _tokens(tactic)
+        out.append(f"Proof with ({tactic}).")
+    else:  # pragma: no cover - the caller handles ``Proof <term>.``, and every other form is above
+        return f"unrecognised Proof command: {_short(code)}"
+    return ""
+
+
+def _is_proof_term(code: str) -> bool:
+    """``Proof <term>.``: neither ``Proof.`` nor ``Proof using``/``Proof with``."""
+    return not (_PROOF_RE.match(code) or _PROOF_USING_RE.match(code) or _PROOF_WITH_RE.match(code)) \
+        and bool(_PROOF_TERM_RE.match(code))
+
+
+def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str]) -> str:
+    """Why the text after the proof is an attempt (a restart, a hole, a new lemma), or "" for prose."""
+    sentences: list[str] = []
+    done = 0
+    try:
+        for sentence in iter_sentences(tail):
+            sentences.append(sentence.code if sentence.kind == "sentence" else "")
+            done = sentence.end
+    except CoqLexError:
+        # The rest does not lex (prose without a final period, a lone quote): read it as one
+        # sentence, so that a final ``Admitted`` without its period is still seen.
+        sentences.append(" ".join(tail[done:].split()))
+    for code in sentences:
+        if not code:
+            continue
+        kind = _outside_kind(code, context_keys, open_names)
+        if kind.startswith("cheat:"):
+            return kind[6:]
+        if kind in ("helper", "code"):
+            return _short(code)
+    return ""
+
+
+def _open_blocks(context: str) -> list[tuple[str, str]]:
+    from proofgym.envs.verifiers.coq_lexer import open_blocks
+
+    try:
+        return open_blocks(context)
+    except CoqLexError:
+        return []
 
 
 def _split_selector(code: str) -> tuple[str, str]:

@@ -125,7 +125,7 @@ class CoqTacticSession:
         start_id = self.root if state_id is None else state_id
         start = self._node(start_id).state
         try:
-            sentences = _step_sentences(tactic)
+            sentences = _step_sentences(tactic, self.task)
         except ProofRejected as exc:
             verdict = Verdict(exc.verdict)
             return StepResult(False, start, "; ".join(exc.reasons), verdict,
@@ -234,9 +234,17 @@ class CoqTacticSession:
         self._start()
 
 
-def _step_sentences(tactic: str) -> tuple[str, ...]:
-    """Whitelist and normalise a step; ``Proof.``/``Qed.`` around it are dropped."""
-    norm = normalize_proof(tactic)
+def _step_sentences(tactic: str, task: Task | None = None) -> tuple[str, ...]:
+    """Whitelist and normalise a step; ``Proof.``/``Qed.`` around it are dropped.
+
+    With ``task``, a restated statement or a copy of the context before it is dropped as in
+    a whole-proof check. A ``Require`` is refused: resolving it is the whole-proof check's job.
+    """
+    norm = normalize_proof(tactic, task.statement if task else "", task.context if task else "")
+    if norm.requires:
+        raise ProofRejected("ERROR", [f"`{r.text}`: a tactic step cannot load a library; the proof may only "
+                                      "use the libraries the task's context loads, so remove it"
+                                      for r in norm.requires])
     sentences = list(norm.sentences)
     if sentences and sentences[-1] in ("Qed.", "Defined."):
         sentences.pop()
@@ -336,7 +344,7 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None, fo
     ``final_state`` is the state just before that ``}``.
     """
     try:
-        sentences = list(_step_sentences(proof))
+        sentences = list(_step_sentences(proof, session.task))
     except ProofRejected as exc:
         return Localization([], rejected=f"{exc.verdict}: {'; '.join(exc.reasons)}")
     ends = _block_ends(sentences)
