@@ -51,6 +51,7 @@ from proofgym.envs.verifiers.dafny_integrity import (
     Symbol,
     banned_constructs,
     boogie_findings,
+    boogie_unverified,
     build_anchor,
     check_anchoring,
     classify_declarations,
@@ -374,7 +375,8 @@ class DafnyVerifier(ProcessOwner):
         if bpl is None:
             return replace(result, verdict=Verdict.FAIL, reasons=("Dafny's Boogie translation could not be read",),
                            error_category=ErrorCategory.UNKNOWN)
-        drops = boogie_findings(parse_boogie(bpl), decls, run.output.verified_implementations())
+        view = parse_boogie(bpl)
+        drops = boogie_findings(view, decls) + boogie_unverified(view, run.output.verified_implementations())
         if drops:
             return replace(result, verdict=Verdict.CHEATING, reasons=tuple(drops),
                            error_category=ErrorCategory.CHEATING)
@@ -433,7 +435,7 @@ class DafnyVerifier(ProcessOwner):
                 reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
                                f"is an assumption")
         if run.boogie:
-            reasons += boogie_findings(parse_boogie(run.boogie), decls, out.verified_implementations())
+            reasons += boogie_findings(parse_boogie(run.boogie), decls)
         if reasons:
             return cheating(reasons)
         if decls.unplaced:
@@ -478,9 +480,11 @@ class DafnyVerifier(ProcessOwner):
                     drops.append(f"the summary counts {s.verified} verified but the trace has "
                                  f"{len(out.outcomes)} implementations")
             if run.boogie:
-                impls = parse_boogie(run.boogie).implementations
-                if len(impls) != (s.verified if s else -1):
-                    drops.append(f"Boogie has {len(impls)} implementations but {s.verified if s else 0} verified")
+                view = parse_boogie(run.boogie)
+                if len(view.implementations) != (s.verified if s else -1):
+                    drops.append(f"Boogie has {len(view.implementations)} implementations but "
+                                 f"{s.verified if s else 0} verified")
+                drops += boogie_unverified(view, verified)
             raw = "\n".join(d.message for d in out.diagnostics)
             if "time out" in raw or "out of resource" in raw:
                 problems.append("a time out or out of resource was reported")

@@ -892,8 +892,8 @@ def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence
         if k is None or tokens[k].text != sym.name or word not in _CONTAINER_WORDS:
             unplaced.append(f"{sym.label} (line {sym.line}, column {sym.col})")
             continue
-        if module_of(k) != sym.module:
-            continue  # a refining module's copy: its members are judged as copies
+        if module_of(k) != sym.module or any(m == sym.module for m, _ in refinements):
+            continue  # in a refining module: its members are judged as copies
         open_i = close_i = None
         if sym.has_body:
             close_i = index.at.get((sym.end_line, sym.end_col))
@@ -925,6 +925,8 @@ def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence
 
     for sym in symbols:
         if sym.kind not in MEMBER_KINDS:
+            if sym.kind not in ("Class", "Field"):
+                unplaced.append(f"a {sym.kind} {sym.label} (line {sym.line}, column {sym.col})")
             continue
         k = index.at.get((sym.line, sym.col))
         owner = by_key.get((sym.module, sym.parent))
@@ -941,11 +943,13 @@ def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence
         mod = module_of(view.name_index)
         cls = _innermost(containers, view.name_index)
         parent = cls.symbol.name if cls is not None else "_default"
+        if any(m == sym.module for m, _ in refinements):
+            # A member of a refining module: Dafny reports it at the refined declaration or at its own,
+            # never with its body's end, so only Boogie's translation shows whether it has a body.
+            copies.append(sym)
+            continue
         if (mod, parent) != (sym.module, sym.parent or "_default"):
-            if mod in abstract_modules or any(m == sym.module for m, _ in refinements):
-                copies.append(sym)  # a refining module's copy, reported at the original: Boogie shows its body
-            else:
-                unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
+            unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
             continue
         if sym.has_body:
             continue
@@ -1074,17 +1078,21 @@ def _descendants(module: str, refinements: Sequence[tuple[str, str]]) -> set[str
     return found
 
 
-def boogie_findings(view: BoogieView, decls: Declarations, verified: Iterable[str]) -> list[str]:
-    """Reasons Boogie's translation disagrees with an OK: verification turned off, a body that was
-    never verified (an ``Impl$$`` procedure with no implementation, or an implementation the run did
-    not verify), a callable or function with no body that is not one of ``decls.allowed``, and an
-    abstract-module member or refinement copy that no refining module gives a body."""
+def boogie_unverified(view: BoogieView, verified: Iterable[str]) -> list[str]:
+    """Obligations in Boogie's translation that a run (with no error) did not verify: a body Dafny
+    declared but gave no implementation (an iterator's empty body), an implementation not verified."""
     done = set(verified)
-    reasons = [f"Boogie: verification is turned off for {i}" for i in view.verify_off]
     impl_set = set(view.implementations)
-    reasons += [f"Boogie: {p[len('Impl$$'):]} has a body that is never verified (no implementation)"
-                for p in view.impl_procedures if p not in impl_set]
-    reasons += [f"Boogie: {i} was not verified" for i in view.implementations if i not in done]
+    reasons = [f"Boogie: {p[len('Impl$$'):]} has a body that is never verified (no implementation)"
+               for p in view.impl_procedures if p not in impl_set]
+    return reasons + [f"Boogie: {i} was not verified" for i in view.implementations if i not in done]
+
+
+def boogie_findings(view: BoogieView, decls: Declarations) -> list[str]:
+    """Assumptions in Boogie's translation: verification turned off, a callable or function with no
+    body that is not one of ``decls.allowed``, and an abstract-module member or refinement copy that
+    no refining module gives a body."""
+    reasons = [f"Boogie: verification is turned off for {i}" for i in view.verify_off]
     allowed = {s.key for s in decls.allowed}
     modules = decls.abstract_modules
     for sym in (*decls.pending, *decls.copies):
