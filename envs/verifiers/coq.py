@@ -460,14 +460,14 @@ class CoqVerifier(ProcessOwner):
         for index, sentence in enumerate(normalized.sentences):
             new, reply = ide.add(sentence, state, timeout_s=left())
             if sentence.startswith("Import "):
-                # Only the normaliser writes a bare Import (tactics are parenthesised): one the
-                # submission put before its proof. Run it now, to report a failure as its own.
+                # Only the normaliser writes a bare Import (tactics are parenthesised). Run it
+                # now, so that a module that cannot be imported is reported as such.
                 if new is not None:
                     reply = ide.status(timeout_s=left())
                 if new is None or not reply.good:
                     return _Outcome(Verdict.ERROR, [
-                        f"`{sentence}` (written before the proof, run after the statement) fails: "
-                        "import only modules of the libraries the task's context loads, or remove it"],
+                        f"`{sentence}` fails: import only modules of the libraries the task's context "
+                        "loads, or remove it"],
                         [reply.error], tuple(last_goals), ErrorCategory.UNDEFINED)
             if new is None:
                 return _Outcome(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],

@@ -44,6 +44,7 @@ there (a restart, ``Admitted``, a new lemma) are ``CHEATING`` as before.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, iter_sentences, split_sentences, strip_comments
@@ -178,8 +179,85 @@ def _statement_key(code: str) -> tuple[str, tuple[str, ...]] | None:
     m = STATEMENT_RE.match(code)
     if not m:
         return None
-    rest = code[m.end():]
-    return m.group(2), tuple(re.findall(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*|\d+|\S", rest))
+    return m.group(2), _canonical_statement(_sentence_key(code[m.end():]))
+
+
+_OPEN_CLOSE = {"(": ")", "{": "}", "[": "]"}
+
+
+def _canonical_statement(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """``(n : nat) (m : nat) : T``, ``: forall n m : nat, T`` and ``: forall (n : nat), forall m : nat, T``
+    all become ``forall ( n : nat ) ( m : nat ) , T``: the same statement written another way.
+
+    Only binder syntax is rewritten; anything this does not parse stays as written.
+    """
+    colon = _top_level(tokens, ":")
+    if colon is None:
+        return tokens
+    groups: list[tuple[str, ...]] = []
+    if not _binders(tokens[:colon], groups, bare_typed=False):
+        return tokens
+    body = tokens[colon + 1:]
+    while body[:1] == ("forall",):
+        comma = _top_level(body, ",")
+        if comma is None or not _binders(body[1:comma], groups, bare_typed=True):
+            break
+        body = body[comma + 1:]
+    if not groups:
+        return body
+    return ("forall", *(t for g in groups for t in g), ",", *body)
+
+
+def _top_level(tokens: tuple[str, ...], wanted: str) -> int | None:
+    depth = 0
+    for i, t in enumerate(tokens):
+        if t in _OPEN_CLOSE:
+            depth += 1
+        elif t in _OPEN_CLOSE.values():
+            depth -= 1
+        elif t == wanted and depth == 0:
+            return i
+    return None
+
+
+def _binders(tokens: tuple[str, ...], groups: list[tuple[str, ...]], *, bare_typed: bool) -> bool:
+    """Append one group per bound name to ``groups``; False when ``tokens`` are not plain binders."""
+    def ident(t: str) -> bool:
+        return bool(re.fullmatch(r"[A-Za-z_][\w']*", t))
+
+    if bare_typed and tokens and tokens[0] not in _OPEN_CLOSE:
+        # ``forall n m : nat, ...``: names, then one type for all of them.
+        colon = _top_level(tokens, ":")
+        names, typ = (tokens, ()) if colon is None else (tokens[:colon], tokens[colon + 1:])
+        if not names or not all(ident(n) for n in names):
+            return False
+        groups.extend(("(", n, *((":", *typ) if typ else ()), ")") for n in names)
+        return True
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if ident(t):
+            groups.append(("(", t, ")"))
+            i += 1
+            continue
+        if t not in _OPEN_CLOSE:
+            return False
+        depth, j = 0, i
+        while j < len(tokens):
+            if tokens[j] in _OPEN_CLOSE:
+                depth += 1
+            elif tokens[j] in _OPEN_CLOSE.values():
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        inner = tokens[i + 1:j]
+        colon = _top_level(inner, ":")
+        if j >= len(tokens) or colon is None or ":=" in inner or not all(ident(n) for n in inner[:colon]):
+            return False
+        groups.extend((t, n, ":", *inner[colon + 1:], _OPEN_CLOSE[t]) for n in inner[:colon])
+        i = j + 1
+    return True
 
 
 def _sentence_key(code: str) -> tuple[str, ...]:
@@ -262,19 +340,31 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         notes.append("took the last fenced code block")
     sentences: list[Sentence] = []
     tail = ""
+    unlexed = ""  # text after a ``Proof <term>.`` that does not lex: read as text after the proof
     try:
-        seen_proof = False
-        for sentence in iter_sentences(proof):
+        for sentence in _split_prose_preface(proof):
             sentences.append(sentence)
-            is_proof = sentence.kind == "sentence" and _first_word(sentence.code) == "Proof" \
-                and not _outside_is_prose_proof(sentence.code)
-            if _END_RE.match(sentence.code) or (is_proof and not seen_proof and _is_proof_term(sentence.code)):
+            if _END_RE.match(sentence.code):
                 # Stop here: what follows the proof is never sent to Coq and need not even lex.
                 tail = proof[sentence.end:]
                 break
-            seen_proof = seen_proof or is_proof
     except CoqLexError as exc:
-        raise ProofRejected("ERROR", [f"syntax: {exc}"]) from None
+        done = sentences[-1].end if sentences else 0
+        rest = proof[done:]
+        try:
+            last = strip_comments(rest)
+        except CoqLexError:
+            last = ""
+        if last in ("Qed", "Defined"):
+            # ``... Qed`` at the very end, its period forgotten: nothing else can be meant.
+            start = done + rest.index(last)
+            sentences.append(Sentence(start, len(proof), last + ".", last + ".", "sentence"))
+            notes.append(f"added the missing period after the final {last}")
+        elif any(s.kind == "sentence" and _first_word(s.code) == "Proof" and _is_proof_term(s.code)
+                 for s in sentences):
+            unlexed = rest
+        else:
+            raise ProofRejected("ERROR", [f"syntax: {exc}"]) from None
     if not sentences:
         raise ProofRejected("ERROR", ["syntax: the proof has no sentences"])
 
@@ -378,6 +468,11 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         if code == "Unshelve.":
             out.append(code)  # proof-mode commands that only reorder goals
             continue
+        if m := _IMPORT_RE.match(code):
+            # Loads nothing (a module that is not loaded is an error) and runs after the
+            # statement was elaborated: it only changes how the rest of the proof reads.
+            out.append(f"Import {' '.join(m.group(1).split())}.")
+            continue
         selector, body_code = _split_selector(code)
         bfirst = _first_word(body_code)
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
@@ -400,10 +495,19 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         tactic_seen = True
 
     # -- after the proof -------------------------------------------------------------------------
+    if unlexed:
+        if not ended:
+            raise ProofRejected("ERROR", [f"syntax: the text after `{_short(body[-1].code if body else '')}` "
+                                          "cannot be cut into sentences (a sentence without its final period?)"])
+        tail = tail + unlexed if tail else unlexed
     if ended and tail.strip():
-        cheat = _tail_cheat(tail, context_keys, open_names)
+        cheat, restated = _tail_cheat(tail, context_keys, open_names, task_key)
         if cheat:
             cheats.append(f"content after the end of the proof: {cheat}")
+        elif restated:
+            errors.append("the submission proves another lemma and then states the task's lemma again: "
+                          "send only the proof of the task's lemma (from `Proof.` to `Qed.`); prove a helper "
+                          "inside it with `assert (H : ...)`")
         else:
             notes.append("dropped the text after the end of the proof")
     if cheats:
@@ -422,11 +526,52 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     return NormalizedProof(tuple(out), frozenset(identifiers), uses_vm, tuple(requires), tuple(notes))
 
 
+_PROOF_LINE_RE = re.compile(r"\n[ \t]*(?=Proof(?:\s*\.|\s+(?:using|with)\b))")
+
+
+def _split_prose_preface(proof: str) -> Iterator[Sentence]:
+    """:func:`iter_sentences`, except that prose without a final period ("Here is the proof:")
+    does not swallow the ``Proof.`` on the next line: before the first ``Proof``, a sentence
+    that runs into a line starting with a ``Proof`` command is cut there.
+    """
+    offset = 0
+    while True:
+        for sentence in iter_sentences(proof[offset:]):
+            if _first_word(sentence.code) == "Proof":
+                yield _shifted(sentence, offset)
+                yield from (_shifted(s, offset + sentence.end) for s in iter_sentences(proof[offset + sentence.end:]))
+                return
+            m = _PROOF_LINE_RE.search(sentence.text) if sentence.kind == "sentence" else None
+            if m:
+                try:
+                    preface = strip_comments(sentence.text[:m.start()])  # raises inside a comment or string
+                except CoqLexError:
+                    preface = ""
+                if preface:
+                    yield Sentence(offset + sentence.start, offset + sentence.start + m.start(),
+                                   sentence.text[:m.start()].strip(), preface, "sentence")
+                    offset += sentence.start + m.end()
+                    break
+            yield _shifted(sentence, offset)
+        else:
+            return
+
+
+def _shifted(sentence: Sentence, offset: int) -> Sentence:
+    return Sentence(sentence.start + offset, sentence.end + offset, sentence.text, sentence.code, sentence.kind)
+
+
 def _head_length(sentences: list[Sentence]) -> int:
     """How many sentences stand before the proof (see the module docstring)."""
-    for i, s in enumerate(sentences):
-        if s.kind == "sentence" and _first_word(s.code) == "Proof" and not _outside_is_prose_proof(s.code):
-            return i
+    proofs = [i for i, s in enumerate(sentences) if s.kind == "sentence" and _first_word(s.code) == "Proof"
+              and not _outside_is_prose_proof(s.code)]
+    if proofs:
+        # ``Proof by induction on n. Proof. ...``: a ``Proof <term>`` before the real opener is prose.
+        strict = [i for i in proofs if not _is_proof_term(sentences[i].code)]
+        if strict and all(_is_proof_term(sentences[i].code) for i in proofs if i < strict[0]) and not any(
+                s.kind != "sentence" or not _outside_prose_like(s.code) for s in sentences[proofs[0]:strict[0]]):
+            return strict[0]
+        return proofs[0]
     last_statement = max((i for i, s in enumerate(sentences) if s.kind == "sentence"
                           and _RESTATEMENT_RE.match(s.code)), default=-1)
     # Without a Proof sentence: a restated statement ends the part before the proof, else
@@ -440,6 +585,14 @@ def _head_length(sentences: list[Sentence]) -> int:
                                    for s in sentences[:last_statement]):
         return max(n, last_statement + 1)
     return n
+
+
+def _outside_prose_like(code: str) -> bool:
+    """Whether a sentence between a ``Proof <term>`` and a later ``Proof.`` reads as prose, not a tactic.
+
+    Prose has no Coq punctuation at all; a tactic almost always has some.
+    """
+    return not re.search(r"[;:()\[\]|=<>+*/@%^~{}_']", code[:-1]) or _first_word(code) == "Proof"
 
 
 def _outside_is_prose_proof(code: str) -> bool:
@@ -490,8 +643,11 @@ def _is_proof_term(code: str) -> bool:
         and bool(_PROOF_TERM_RE.match(code))
 
 
-def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str]) -> str:
-    """Why the text after the proof is an attempt (a restart, a hole, a new lemma), or "" for prose."""
+def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str],
+                task_key: tuple[str, tuple[str, ...]] | None) -> tuple[str, bool]:
+    """Why the text after the proof is an attempt (a restart, a hole, a new lemma), or "" for prose;
+    and whether it states the task's own statement again (a helper lemma proved first, then the task).
+    """
     sentences: list[str] = []
     done = 0
     try:
@@ -502,15 +658,21 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
         # The rest does not lex (prose without a final period, a lone quote): read it as one
         # sentence, so that a final ``Admitted`` without its period is still seen.
         sentences.append(" ".join(tail[done:].split()))
+    restated = False
+    first_code = ""
     for code in sentences:
         if not code:
             continue
+        key = _statement_key(code) if _RESTATEMENT_RE.match(code) else None
+        if task_key is not None and key is not None and key[1] == task_key[1]:
+            restated = True  # what follows is that lemma's proof: only a cheat in it still counts
+            continue
         kind = _outside_kind(code, context_keys, open_names)
         if kind.startswith("cheat:"):
-            return kind[6:]
-        if kind in ("helper", "code"):
-            return _short(code)
-    return ""
+            return kind[6:], restated
+        if kind in ("helper", "code") and not first_code and not restated:
+            first_code = _short(code)
+    return first_code, restated
 
 
 def _open_blocks(context: str) -> list[tuple[str, str]]:
