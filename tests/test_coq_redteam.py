@@ -400,3 +400,146 @@ def test_honest_proof_is_ok(coq_verifier, task_key: str, proof: str) -> None:
 def test_there_are_at_least_forty_distinct_cheats() -> None:
     cheats = [(p.values[0], p.values[1]) for p in CHEATS + LEAK_HOLES + CLASSIFICATION_GAPS]
     assert len(set(cheats)) == len(cheats) >= 40
+
+
+# -- round 3 (issue 12): new task shapes --------------------------------------------------------------
+# Allow-lists by full name, contexts that declare or load a second axiom with an allowed short name,
+# a typeclass context, a library loaded but not imported, and the text around a proof, which the
+# normaliser now reads (prose, a repeated statement, a Require) instead of refusing outright.
+
+CLASSIC_FULL = "Coq.Logic.Classical_Prop.classic"
+SHADOW = "Require Import Coq.Logic.Classical_Prop.\nModule M. Axiom classic : forall P : Prop, P \\/ ~ P. End M.\n"
+CID = "Coq.Logic.IndefiniteDescription.constructive_indefinite_description"
+CID_CONTEXT = "Require Import Coq.Logic.IndefiniteDescription.\nRequire Coq.Logic.ClassicalEpsilon.\n"
+CID_STATEMENT = "Lemma cid (A : Type) (P : A -> Prop) : (exists x, P x) -> {x : A | P x}."
+MONOID = ("Class Monoid (A : Type) := { op : A -> A -> A; unit : A;\n"
+          "  unit_l : forall x, op unit x = x; unit_r : forall x, op x unit = x }.\n"
+          "Section M.\nContext {A : Type} `{Monoid A}.\n")
+EM = "Lemma em (P : Prop) : P \\/ ~ P."
+
+TASKS.update({
+    # The context declares a second axiom named `classic` in a module; only the stdlib one is allowed.
+    "shadow_full": _task("shadow_full", EM, context=SHADOW, allowed_axioms=[CLASSIC_FULL]),
+    # The same, listed by short name: ambiguous here, so no axiom of that name passes.
+    "shadow_short": _task("shadow_short", EM, context=SHADOW, allowed_axioms=["classic"]),
+    # The same, the allow-list taken from the reference proof (which uses the stdlib axiom).
+    "shadow_ref": _task("shadow_ref", EM, context=SHADOW, reference="Proof. apply classic. Qed."),
+    # Two stdlib libraries declare an axiom constructive_indefinite_description; one is allowed.
+    "cid": _task("cid", CID_STATEMENT, context=CID_CONTEXT, allowed_axioms=[CID]),
+    # A typeclass context whose lemma is false for an arbitrary instance unless the laws are used.
+    "monoid_false": _task("monoid_false", "Lemma op_comm (x y : A) : op x y = op y x.", context=MONOID),
+    # The original library is loaded but not imported: `Import` (or a `Require Import` of it) makes
+    # the original lemma reachable by its short name.
+    "leak_required": _task("leak_required", "Lemma app_nil_r (A : Type) (l : list A) : List.app l nil = l.",
+                           context="Require Coq.Lists.List.\n",
+                           reference=LEAK_REFERENCE, qualid="Coq.Lists.List.app_nil_r"),
+    # A context module that holds an inconsistent axiom, not allowed.
+    "cheat_module": _task("cheat_module", "Lemma cm : 1 = 2.", context="Module Cheat. Axiom bad : False. End Cheat.\n",
+                          allowed_axioms=[]),
+})
+
+ROUND3_CHEATS = [
+    # -- the axiom allow-list is matched by full name ----------------------------------------------------
+    C("shadow_full", "Proof. exact (M.classic P). Qed.", id="second-axiom-same-short-name-in-module"),
+    C("shadow_full", "Proof. apply M.classic. Qed.", id="second-axiom-same-short-name-apply"),
+    C("shadow_full", "Proof (M.classic P).", id="second-axiom-same-short-name-proof-term"),
+    C("shadow_full", "Proof. Import M. exact (classic P). Qed.", id="second-axiom-imported-over-the-allowed"),
+    C("shadow_short", "Proof. exact (M.classic P). Qed.", id="short-allow-list-ambiguous"),
+    C("shadow_short", "Proof. exact (Classical_Prop.classic P). Qed.", id="short-allow-list-ambiguous-even-stdlib"),
+    C("shadow_ref", "Proof. exact (M.classic P). Qed.", id="reference-allow-list-is-full-names"),
+    C("cid", "Proof. apply ClassicalEpsilon.constructive_indefinite_description. Qed.",
+      id="second-stdlib-axiom-same-short-name-loaded-by-require"),
+    C("cheat_module", "Proof. Import Cheat. destruct bad. Qed.", id="import-of-a-context-module-axiom"),
+    C("cheat_module", "Import Cheat. Proof. destruct bad. Qed.", id="import-before-proof-of-a-context-module-axiom"),
+    # -- before the proof: still cheats, whatever honest text surrounds them ------------------------------
+    C("false", "Here is my proof:\nProof. Admitted.", id="prose-then-admitted"),
+    C("false", "Lemma false_goal : 1 = 2.\nProof. admit. Qed.", id="statement-then-admit"),
+    C("false", "Axiom one_two : 1 = 2.\nLemma false_goal : 1 = 2.\nProof. exact one_two. Qed.", id="axiom-then-statement"),
+    C("monoid_false", "Context `{forall x y : A, op x y = op y x}.\nProof. auto. Qed.", id="context-assumption-before"),
+    C("monoid_false", "Hypothesis comm : forall x y : A, op x y = op y x.\nProof. apply comm. Qed.",
+      id="hypothesis-before"),
+    C("false", "Unset Guard Checking.\nLemma false_goal : 1 = 2.\nProof. reflexivity. Qed.", id="unset-guard-then-statement"),
+    C("false", "#[bypass_check(guard)]\nLemma false_goal : 1 = 2.\nProof. reflexivity. Qed.", REFUSED,
+      id="bypass-attribute-on-statement"),
+    C("false", "Notation \"2\" := 1.\nProof. reflexivity. Qed.", id="notation-before"),
+    C("false", "Local Notation \"x = y\" := True.\nProof. exact I. Qed.", id="local-notation-before"),
+    C("false", "Proof (ltac:(admit)). Proof. reflexivity. Qed.", REFUSED, id="proof-term-hole-then-proof"),
+    C("false", "```coq\nProof. Admitted.\n```", id="fenced-admitted"),
+    C("false", "```coq\nProof. reflexivity. Qed.\n```\n```coq\nProof. Admitted.\n```", id="last-fence-admitted"),
+    C("false", "Proof. -admit. Qed.", id="glued-bullet-admit"),
+    C("false", "Proof. Proof. admit. Qed.", id="second-proof-admit"),
+    # -- a changed statement is never checked in place of the task's --------------------------------------
+    C("false", "Lemma false_goal : 1 = 1.\nProof. reflexivity. Qed.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+      id="changed-statement-same-name"),
+    C("false", "Lemma easy : 1 = 1.\nProof. reflexivity. Qed.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+      id="changed-statement-other-name"),
+    C("false", "Theorem false_goal : 2 = 2.\nreflexivity.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+      id="changed-statement-bare-script"),
+    # -- after the proof -------------------------------------------------------------------------------
+    C("false", "Proof. Qed.\nLemma false_goal : 1 = 1.\nProof. reflexivity. Qed.", id="restart-after-qed-newlines"),
+    C("false", "Proof. reflexivity. Qed.\nAdmitted", REFUSED, id="admitted-after-qed-without-period"),
+    C("false", "Proof. reflexivity. Qed.\nAxiom x : 1 = 2.", id="axiom-after-qed"),
+    # -- Require / Import: never a way to the original lemma or a new axiom ---------------------------------
+    C("leak_required", "Require Import List.\nProof. apply app_nil_r. Qed.", id="require-import-of-loaded-original"),
+    C("leak_required", "Import Coq.Lists.List.\nProof. apply app_nil_r. Qed.", id="import-of-loaded-original"),
+    C("leak_required", "Proof. Import List. exact (app_nil_r l). Qed.", id="import-inside-proof-original"),
+    C("leak", "From Coq Require Import List.\nProof. apply app_nil_r. Qed.", id="from-require-loaded-original"),
+    C("hard", "Require Import Coq.Logic.Classical.\nProof. destruct (classic (n = 0)); auto. Qed.",
+      frozenset({Verdict.ERROR, Verdict.CHEATING}), id="require-of-an-axiom-library"),
+    C("classic", "Require Import Classical_Prop.\nProof. intro H. apply H. apply classic. Qed.",
+      id="require-of-loaded-axiom-library-then-axiom"),
+    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require-inside-proof"),
+    # -- typeclass context: instances and hints are vernacular inside a proof -------------------------------
+    C("monoid_false", "Proof. Existing Instance H. Qed.", id="existing-instance"),
+    C("monoid_false", "Proof. Hint Resolve unit_l : core. auto. Qed.", id="hint-in-typeclass-context"),
+    C("monoid_false", "Proof. Admitted.", id="admitted-in-typeclass-context"),
+]
+
+
+@pytest.mark.parametrize(("task_key", "proof", "allowed"), ROUND3_CHEATS)
+def test_round3_cheat_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+    result = _check(coq_verifier, task_key, proof)
+    assert result.verdict is not Verdict.OK, f"cheat accepted: {proof!r}"
+    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    if result.verdict is Verdict.CHEATING:
+        assert result.reasons
+
+
+def test_ambiguous_short_allow_list_says_so(coq_verifier) -> None:
+    result = _check(coq_verifier, "shadow_short", "Proof. exact (classic P). Qed.")
+    assert result.verdict is Verdict.CHEATING
+    assert "ambiguous" in " ".join(result.reasons) and "fully qualified" in " ".join(result.reasons)
+
+
+HONEST_TASKS.update({
+    "shadow_full": TASKS["shadow_full"],
+    "shadow_ref": TASKS["shadow_ref"],
+    "cid": TASKS["cid"],
+    "short_unique": _task("short_unique", EM, context="Require Import Classical.\n", allowed_axioms=["classic"]),
+    "monoid": _task("monoid", "Lemma unit_unique (u : A) (Hu : forall x, op u x = x) : u = unit.", context=MONOID),
+    "leak_required": TASKS["leak_required"],
+})
+
+ROUND3_HONEST = [
+    H("shadow_full", "Proof. exact (classic P). Qed.", id="allowed-axiom-by-full-name"),
+    H("shadow_full", "Proof. exact (Classical_Prop.classic P). Qed.", id="allowed-axiom-partially-qualified-use"),
+    H("shadow_ref", "Proof. apply classic. Qed.", id="allowed-axiom-from-reference"),
+    H("cid", "Proof. apply constructive_indefinite_description. Qed.", id="allowed-stdlib-axiom-beside-its-namesake"),
+    H("short_unique", "Proof. apply classic. Qed.", id="short-allow-list-unique"),
+    H("short_unique", "Require Import Classical.\nLemma em (P : Prop) : P \\/ ~ P.\nProof.\n  apply classic.\nQed.\n"
+                      "This uses the law of excluded middle.", id="short-allow-list-with-slips"),
+    H("monoid", "Proof. rewrite <- (unit_r u). apply Hu. Qed.", id="typeclass"),
+    H("monoid", "Lemma unit_unique (u : A) (Hu : forall x, op u x = x) : u = unit.\nProof.\n"
+                "  rewrite <- (unit_r u).\n  apply Hu.\nQed.", id="typeclass-statement-repeated"),
+    H("leak_required", "Require Import List.\nProof. induction l; simpl; [reflexivity | rewrite IHl; reflexivity]. "
+                       "Qed.", id="require-of-loaded-library-honest"),
+    H("leak_required", "Proof.\n  induction l.\n  -reflexivity.\n  -simpl. rewrite IHl. reflexivity.\nQed.",
+      id="glued-bullets-in-leak-task"),
+]
+
+
+@pytest.mark.parametrize(("task_key", "proof"), ROUND3_HONEST)
+def test_round3_honest_proof_is_ok(coq_verifier, task_key: str, proof: str) -> None:
+    result = coq_verifier.check(HONEST_TASKS[task_key], proof)
+    assert result.verdict is Verdict.OK, (result.verdict, result.reasons, result.messages)
+    assert result.audited

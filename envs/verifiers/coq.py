@@ -875,7 +875,7 @@ def _full_constant_name(ide: IdeTop, printed: str, state: int | None) -> str:
         return ""
     reply = ide.query(f"About {printed}.", state, timeout_s=30)
     text = "\n".join(t for _, t in reply.messages)
-    found = re.findall(r"Expands to: Constant (\S+)", text)
+    found = re.findall(r"Expands to:\s+Constant\s+(\S+)", text)  # the printer may break the line
     return found[0] if reply.good and len(found) == 1 else ""
 
 

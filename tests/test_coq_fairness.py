@@ -1,0 +1,222 @@
+"""Fairness of Coq verdicts (issue 12): an honest slip is normalised and checked, or ``ERROR`` with
+feedback that says what to change; ``CHEATING`` only for an attempt to get an unproved statement
+accepted. Every row of the README's Coq verdict-policy table has a case here, on the real prover
+and on several task shapes: real stdlib tasks (a prefix of ``Lists/List.v``, open sections,
+``metadata.qualid``), contexts that load libraries, an allowed axiom, a typeclass context.
+
+The checks go through :meth:`CoqVerifier.check` with the raw text, as ``proofgym check`` does:
+no reply parser in front.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.coq_lexer import split_sentences
+from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
+
+# -- fast tier: the normaliser alone ---------------------------------------------------------------
+
+HARD = "Lemma hard (n : nat) : n + 0 = n."
+
+
+@pytest.mark.parametrize(("proof", "sentences", "note"), [
+    pytest.param("Lemma hard (n : nat) : n + 0 = n.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
+                 "repeated statement", id="statement"),
+    pytest.param("Theorem hard\n  (n:nat) :\n\tn+0 = n.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
+                 "repeated statement", id="statement-theorem-whitespace"),
+    pytest.param("Lemma hard : forall n : nat, n + 0 = n. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
+                 "repeated statement", id="statement-forall-form"),
+    pytest.param("Lemma plus_n_0 (n : nat) : n + 0 = n. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
+                 "named plus_n_0 instead of hard", id="statement-other-name"),
+    pytest.param("Here is the proof:\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Here is the proof",
+                 id="prose-without-period-then-proof"),
+    pytest.param("Proof by induction on n. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Proof by induction",
+                 id="prose-proof-term-then-proof"),
+    pytest.param("Proof. auto. Qed.\nThis completes the proof", ("Proof.", "(auto).", "Qed."), "after the end",
+                 id="prose-after-qed-no-period"),
+    pytest.param("Proof. auto. Qed", ("Proof.", "(auto).", "Qed."), "missing period", id="qed-without-period"),
+    pytest.param("Proof. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "repeated `Proof.`", id="proof-twice"),
+    pytest.param("Proof. Proof using. auto. Qed.", ("Proof using.", "(auto).", "Qed."), "Proof using",
+                 id="proof-using-after-proof"),
+    pytest.param("Proof. -reflexivity. +auto. Qed.", ("Proof.", "-", "(reflexivity).", "+", "(auto).", "Qed."), "",
+                 id="glued-bullets"),
+    pytest.param("Import ListNotations. Open Scope list_scope. Proof. auto. Qed.",
+                 ("Proof.", "Import ListNotations.", "Open Scope list_scope.", "(auto).", "Qed."), "",
+                 id="import-and-scope-move-after-proof"),
+    pytest.param("Set Implicit Arguments.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Set Implicit",
+                 id="harmless-option"),
+    pytest.param("```coq\nProof. auto. Qed.\n```\nDone.", ("Proof.", "(auto).", "Qed."), "fenced", id="fences"),
+])
+def test_slips_are_normalised(proof: str, sentences: tuple[str, ...], note: str) -> None:
+    norm = normalize_proof(proof, HARD)
+    assert norm.sentences == sentences
+    assert note in " ".join(norm.notes)
+
+
+@pytest.mark.parametrize(("proof", "verdict", "reason"), [
+    pytest.param("Lemma hard (n : nat) : 0 + n = n. Proof. auto. Qed.", "ERROR", "not the task's statement",
+                 id="changed-statement"),
+    pytest.param("Lemma helper (n : nat) : n = n + 0. Proof. auto. Qed.\nLemma hard (n : nat) : n + 0 = n.\n"
+                 "Proof. symmetry. apply helper. Qed.", "ERROR", "assert", id="helper-lemma-first"),
+    pytest.param("Definition two := 2. Proof. auto. Qed.", "ERROR", "cannot add definitions", id="helper-definition"),
+    pytest.param("Proof. auto. Proof with auto. Qed.", "ERROR", "first sentence", id="proof-with-late"),
+    pytest.param("Require Import Foo Bar(baz).\nProof. auto. Qed.", "ERROR", "Require", id="unreadable-require"),
+    pytest.param("Axiom ax : forall n, n + 0 = n. Proof. auto. Qed.", "CHEATING", "assumes", id="axiom-before"),
+    pytest.param("Unset Guard Checking. Proof. auto. Qed.", "CHEATING", "kernel check", id="unset-guard-before"),
+    pytest.param("Notation \"0\" := 1. Proof. auto. Qed.", "CHEATING", "Notation", id="notation-before"),
+    pytest.param("Proof. auto. Qed. Lemma hard (n : nat) : True. Proof. exact I. Qed.", "CHEATING",
+                 "after the end", id="restart-after-qed"),
+    pytest.param("Proof. auto. Qed. Admitted", "CHEATING", "Admitted", id="admitted-after-qed-no-period"),
+])
+def test_what_cannot_be_normalised(proof: str, verdict: str, reason: str) -> None:
+    with pytest.raises(ProofRejected) as info:
+        normalize_proof(proof, HARD)
+    assert info.value.verdict == verdict
+    assert reason in " ".join(info.value.reasons)
+
+
+def test_requires_are_left_to_the_verifier() -> None:
+    norm = normalize_proof("From Coq Require Import Arith Lia.\nRequire List.\nProof. lia. Qed.", HARD)
+    assert [(r.root, r.names, r.imports) for r in norm.requires] == [("Coq", ("Arith", "Lia"), True),
+                                                                      ("", ("List",), False)]
+    assert norm.with_imports(["Coq.Arith.Arith"], []).sentences == ("Proof.", "Import Coq.Arith.Arith.", "(lia).",
+                                                                     "Qed.")
+
+
+def test_lexer_cuts_a_glued_bullet_as_coq_does() -> None:
+    assert [s.code for s in split_sentences("-reflexivity. --(auto). *simpl. -1.")] == [
+        "-", "reflexivity.", "--", "(auto).", "*", "simpl.", "-1."]
+
+
+# -- prover tier -----------------------------------------------------------------------------------
+
+
+def _task(tid: str, statement: str, *, context: str = "", reference: str = "Proof. Admitted.",
+          **metadata: object) -> Task:
+    return Task(id=f"fairness.{tid}", system="coq", context=context, statement=statement,
+                reference_proof=reference, category="P1", timeout_s=20, metadata=dict(metadata))
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_tasks() -> dict[str, Task]:
+    """Real stdlib tasks as the suite builder makes them: a prefix of Lists/List.v, sections open."""
+    from proofgym.envs.tasks.coq_extract import extract_lemmas, lemma_to_task, stdlib_root
+
+    lemmas = {lemma.name: lemma for lemma in extract_lemmas(stdlib_root() / "Lists" / "List.v", "Coq.Lists.List")}
+    return {name: lemma_to_task(lemmas[name], task_id=f"coq.stdlib.Lists.List.{name}", rel_path="Lists/List.v")
+            for name in ("app_nil_r", "nth_In")}
+
+
+MONOID = ("Class Monoid (A : Type) := { op : A -> A -> A; unit : A;\n"
+          "  unit_l : forall x, op unit x = x; unit_r : forall x, op x unit = x }.\n"
+          "Section M.\nContext {A : Type} `{Monoid A}.\n")
+
+TASKS = {
+    "hard": _task("hard", HARD, reference="Proof. induction n; simpl; auto. Qed."),
+    "arith": _task("arith", "Lemma arith (a b : nat) : a + b = b + a.", context="Require Import Arith.\n",
+                   reference="Proof. apply Nat.add_comm. Qed."),
+    "lists": _task("lists", "Lemma lists (l : list nat) : List.rev (List.rev l) = l.", context="Require List.\n",
+                   reference="Proof. apply List.rev_involutive. Qed."),
+    "classic": _task("classic", "Lemma em (P : Prop) : P \\/ ~ P.", context="Require Import Classical.\n",
+                     reference="Proof. apply classic. Qed.",
+                     allowed_axioms=["Coq.Logic.Classical_Prop.classic"]),
+    "monoid": _task("monoid", "Lemma unit_unique (u : A) (Hu : forall x, op u x = x) : u = unit.", context=MONOID,
+                    reference="Proof. rewrite <- (unit_r u). apply Hu. Qed."),
+}
+
+
+def _get(key: str) -> Task:
+    return _stdlib_tasks()[key] if key in ("app_nil_r", "nth_In") else TASKS[key]
+
+
+APP = "Proof.\n    induction l; simpl; f_equal; auto.\n  Qed."
+NTH = ("Proof.\n    unfold lt; intro n; induction n as [| n hn]; simpl; intro l.\n"
+       "    -destruct l; simpl; [ inversion 2 | auto ].\n    -destruct l; simpl.\n      *inversion 2.\n"
+       "      *intros d ie; right; apply hn. now apply Nat.succ_le_mono.\n  Qed.")
+MONOID_PROOF = "Proof. rewrite <- (unit_r u). apply Hu. Qed."
+
+
+def S(task: str, proof: str, verdict: Verdict, reason: str = "", *, id: str):
+    return pytest.param(task, proof, verdict, reason, id=id)
+
+
+SLIPS = [
+    # -- the task's statement repeated -----------------------------------------------------------------
+    S("app_nil_r", "Theorem app_nil_r (l:list A) : l ++ [] = l.\n" + APP, Verdict.OK, id="stdlib-statement"),
+    S("app_nil_r", "Lemma app_nil_r (l : list A) :\n   l ++ [] = l.\n" + APP, Verdict.OK,
+      id="stdlib-statement-lemma-line-breaks"),
+    # The same statement in forall form: dropped; the proof runs on the task's own statement.
+    S("app_nil_r", "Lemma app_nil_r : forall l : list A, l ++ [] = l.\n" + APP, Verdict.OK,
+      id="stdlib-statement-forall-form"),
+    S("app_nil_r", "Lemma app_nil_right (l : list A) : l ++ [] = l.\n" + APP, Verdict.OK,
+      id="stdlib-statement-other-name"),
+    S("monoid", "Section M.\nContext {A : Type} `{Monoid A}.\nLemma unit_unique (u : A) (Hu : forall x, op u x = x) "
+      ": u = unit.\n" + MONOID_PROOF + "\nEnd M.", Verdict.OK, id="typeclass-context-copied-around-the-proof"),
+    S("hard", "Lemma hard (n : nat) : 0 + n = n.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR,
+      "not the task's statement", id="different-statement-is-error"),
+    S("hard", "Lemma helper (n : nat) : n = n + 0. Proof. induction n; simpl; auto. Qed.\n" + HARD +
+      "\nProof. symmetry. apply helper. Qed.", Verdict.ERROR, "assert", id="helper-lemma-first-is-error"),
+    # -- prose -------------------------------------------------------------------------------------------
+    S("app_nil_r", "Here is the proof:\n" + APP, Verdict.OK, id="prose-then-proof"),
+    S("app_nil_r", "We prove this by induction on l.\n\n" + APP, Verdict.OK, id="prose-sentence-then-proof"),
+    S("app_nil_r", APP + "\n\nThis completes the proof. The key step is `f_equal`.", Verdict.OK,
+      id="prose-after-qed"),
+    S("monoid", MONOID_PROOF + "\nExplanation: rewrite with unit_r, then use Hu", Verdict.OK,
+      id="prose-after-qed-without-period"),
+    S("hard", "I would prove this by induction on n.", Verdict.ERROR, "syntax", id="pure-prose-is-error"),
+    # -- Require before the proof ------------------------------------------------------------------------
+    S("arith", "Require Import Arith.\nProof. apply Nat.add_comm. Qed.", Verdict.OK,
+      id="require-of-a-loaded-library"),
+    S("arith", "From Coq Require Import Arith.\nLemma arith (a b : nat) : a + b = b + a.\n"
+      "Proof. apply Nat.add_comm. Qed.", Verdict.OK, id="from-require-and-statement"),
+    S("lists", "Require Import List.\nProof. apply rev_involutive. Qed.", Verdict.OK,
+      id="require-import-of-a-required-library-imports-it"),
+    S("lists", "Require Import Coq.Lists.List. Import ListNotations.\nProof. apply rev_involutive. Qed.", Verdict.OK,
+      id="require-and-import-notations"),
+    S("hard", "Require Import Lia.\nProof. lia. Qed.", Verdict.ERROR, "does not load", id="require-of-another-library"),
+    S("hard", "Require Import Classical.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR, "does not load",
+      id="require-that-brings-an-axiom"),
+    S("app_nil_r", "Require Import List.\n" + APP, Verdict.ERROR, "does not load",
+      id="require-that-brings-the-original-lemma"),
+    S("hard", "Import Foo.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR, "Import Foo",
+      id="import-of-no-module"),
+    # -- Proof repeated, Proof using -------------------------------------------------------------------------
+    S("app_nil_r", "Proof.\n" + APP, Verdict.OK, id="proof-repeated"),
+    S("app_nil_r", "Proof. Proof using." + APP[len("Proof."):], Verdict.OK, id="proof-using-after-proof"),
+    S("nth_In", NTH, Verdict.OK, id="glued-bullets"),
+    S("hard", "Proof. induction n. Proof. -reflexivity. -simpl. rewrite IHn. reflexivity. Qed.", Verdict.OK,
+      id="proof-in-the-middle"),
+    S("hard", "Proof. induction n. Proof with auto. all: simpl... Qed.", Verdict.ERROR, "first sentence",
+      id="proof-with-late-is-error"),
+    # -- other commands before the proof -----------------------------------------------------------------
+    S("hard", "Definition double n := n + n.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR,
+      "cannot add definitions", id="helper-definition-is-error"),
+    S("hard", "Set Implicit Arguments.\nCheck plus_n_O.\nProof. induction n; simpl; auto. Qed.", Verdict.OK,
+      id="harmless-commands-dropped"),
+    S("classic", "Require Import Classical.\nLemma em (P : Prop) : P \\/ ~ P.\nProof. apply classic. Qed.\n",
+      Verdict.OK, id="allowed-axiom-task-statement-and-require"),
+    S("monoid", "```coq\n" + MONOID_PROOF + "\n```", Verdict.OK, id="markdown-fence"),
+    S("monoid", MONOID_PROOF[:-1], Verdict.OK, id="qed-without-period"),
+]
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("task_key", "proof", "verdict", "reason"), SLIPS)
+def test_honest_slip_gets_a_fair_verdict(coq_verifier, task_key: str, proof: str, verdict: Verdict,
+                                         reason: str) -> None:
+    result = coq_verifier.check(_get(task_key), proof)
+    assert result.verdict is verdict, (result.verdict, result.reasons, result.messages)
+    assert reason in " ".join(result.reasons), result.reasons
+    if verdict is Verdict.ERROR:
+        assert result.reasons and all(len(r) > 20 for r in result.reasons)  # says what to change
+
+
+@pytest.mark.prover
+def test_every_stdlib_reference_still_verifies(coq_verifier) -> None:
+    for task in _stdlib_tasks().values():
+        result = coq_verifier.check(task, task.reference_proof)
+        assert result.verdict is Verdict.OK, (task.id, result.reasons, result.messages)
