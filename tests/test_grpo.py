@@ -67,6 +67,35 @@ class FlakyVerifier:
         pass
 
 
+class LateCheater:
+    """Per worker process: FAIL for the first four checks (the first step's batch), then CHEATING."""
+
+    calls = 0
+
+    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
+        pass
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        LateCheater.calls += 1
+        if LateCheater.calls <= 4:
+            return CheckResult(Verdict.FAIL)
+        return CheckResult(Verdict.CHEATING, ("admitted: the proof ends with Admitted",))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_cheat_reason_absent_from_a_batch_counts_as_zero_in_the_logged_average(tmp_path, taught_model, tiny_suite):
+    """TRL averages a metric over the batches that logged it: a reason first seen in the second of two batches
+    of one logging window would read 1.0 instead of 0.5."""
+    cfg = grpo_config(tmp_path, taught_model, tiny_suite, max_steps=2, logging_steps=2,
+                      verifier_factory="tests.test_grpo:LateCheater")
+    result = train_grpo(cfg)
+    (row,) = [r for r in result.log_history if "proof/cheat_rate" in r]
+    assert row["proof/cheat_rate"] == 0.5 and row["proof/cheat/admitted"] == 0.5
+    assert row["proof/fail_rate"] == 0.5
+
+
 @requires_coq
 @pytest.mark.prover
 def test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval(tmp_path, taught_model, tiny_suite, monkeypatch):

@@ -80,6 +80,25 @@ def test_bad_values_are_clear_errors(tmp_path):
         parse_config(ProofGRPOConfig, ["--turn_discount", "1.5", "--output_dir", str(tmp_path)])
 
 
+def test_curriculum_flags_and_their_checks(tmp_path):
+    cfg = parse_config(ProofGRPOConfig, ["--curriculum", "true", "--curriculum_k", "4", "--curriculum_refresh_steps",
+                                         "5", "--output_dir", str(tmp_path)])
+    assert (cfg.curriculum, cfg.curriculum_k, cfg.curriculum_refresh_steps) == (True, 4, 5)
+    assert parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path)]).curriculum is False  # off by default
+    with pytest.raises(TrainConfigError, match="curriculum_k"):
+        parse_config(ProofGRPOConfig, ["--curriculum_k", "1", "--output_dir", str(tmp_path)])
+
+
+def test_shaping_is_off_by_default_and_a_reward_policy_that_punishes_honest_misses_is_refused(tmp_path):
+    from proofgym.training.grpo import train_grpo
+
+    assert parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path)]).format_bonus == 0.0
+    with pytest.raises(TrainConfigError, match="honest miss"):
+        train_grpo(_cfg(tmp_path, verdict_rewards={"ERROR": -1.0}))
+    with pytest.raises(TrainConfigError, match="format_bonus"):
+        train_grpo(_cfg(tmp_path, format_bonus=1.5))
+
+
 def test_the_cli_reports_a_broken_config_in_one_line(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text("suite: coq-stdlib\nlerning_rate: 0.1\n")

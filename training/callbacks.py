@@ -1,4 +1,4 @@
-"""Trainer callbacks: checkpoint evaluation on the held-out split, and Ctrl-C that saves a checkpoint.
+"""Trainer callbacks: checkpoint evaluation, Ctrl-C that saves a checkpoint, warnings, per-task pass rates.
 
 :class:`CheckpointEvalCallback` evaluates saved checkpoints with the same engine and agent as
 ``proofgym eval --agent local --model CHECKPOINT`` (:func:`proofgym.training.evaluate.evaluate`):
@@ -10,16 +10,27 @@ training's W&B run (``heldout/proof/pass@1``, ``heldout/category/P1/pass@1``...)
 
 :class:`GracefulInterrupt` turns the first Ctrl-C into "save a checkpoint after this step and
 stop"; a second Ctrl-C interrupts at once (the training script then saves what it has).
+
+:class:`TrainingHealthCallback` warns when a GRPO step cannot teach: every group had zero
+reward variance, or most completions were cut at ``max_completion_length``.
+
+:class:`TaskPassRateCallback` records each training task's pass rate over training (from the
+reward's verdicts, and from the curriculum's estimates when there is one):
+``<output_dir>/task_pass_rates.jsonl`` while training runs; at the end, a W&B table
+(``task_pass_rate``), a W&B line plot (``charts/task_pass_rate``) and
+``<output_dir>/task_pass_rates.png``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +221,170 @@ class GracefulInterrupt(TrainerCallback):
         if self.requested:
             control.should_save = True
             control.should_training_stop = True
+
+
+class TrainingHealthCallback(TrainerCallback):
+    """Warn at a logging step that cannot teach (GRPO's own metrics say so).
+
+    - ``frac_reward_zero_std`` = 1: every group's completions scored alike, so every advantage
+      is 0 and the step changed nothing (bar a KL term);
+    - ``completions/clipped_ratio`` above ``clipped_threshold``: most replies hit
+      ``max_completion_length``, so their proofs are cut off and the verifier says ERROR.
+
+    Args:
+        clipped_threshold: Share of clipped completions above which to warn.
+        announce: Where warnings go (default: a ``[proofgym]`` line on stderr).
+    """
+
+    def __init__(self, clipped_threshold: float = 0.5, announce: Callable[[str], None] = announce) -> None:
+        self.clipped_threshold = float(clipped_threshold)
+        self.announce = announce
+        self.warnings: list[str] = []
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        zero = logs.get("frac_reward_zero_std")
+        if isinstance(zero, (int, float)) and zero >= 1.0:
+            self._warn(f"step {state.global_step}: every group had zero reward variance (all completions of each "
+                       f"prompt scored alike), so this step taught nothing. Start from a policy with p > 0 (an SFT "
+                       f"warm start), turn on the curriculum (curriculum: true), or sample more (num_generations, "
+                       f"temperature)")
+        clipped = logs.get("completions/clipped_ratio")
+        if isinstance(clipped, (int, float)) and clipped > self.clipped_threshold:
+            self._warn(f"step {state.global_step}: {100 * clipped:.0f}% of completions were cut at "
+                       f"max_completion_length ({getattr(args, 'max_completion_length', '?')} tokens); a cut proof is "
+                       f"an ERROR: raise max_completion_length")
+
+    def _warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.announce(f"warning: {text}")
+
+
+class TaskPassRateCallback(TrainerCallback):
+    """Each task's pass rate over training (see the module docstring).
+
+    Args:
+        reward: The reward function whose :meth:`~proofgym.training.rewards.VerifierReward.drain_task_outcomes`
+            gives the verdicts of each logging window.
+        tasks: The training tasks (for categories).
+        max_plot_tasks: Tasks drawn in the plots (the most sampled ones); the table has all.
+    """
+
+    COLUMNS = ["step", "task_id", "category", "source", "ok", "n", "pass_rate"]
+
+    def __init__(self, reward: Any, tasks: Sequence[Any], *, max_plot_tasks: int = 40) -> None:
+        self.reward = reward
+        self.category = {t.id: t.category for t in tasks}
+        self.max_plot_tasks = int(max_plot_tasks)
+        self.rows: list[dict[str, Any]] = []
+        self._out: Path | None = None
+        self.plot_path: Path | None = None
+
+    def add(self, step: int, counts: Mapping[str, tuple[int, int]], source: str) -> None:
+        """Record ``{task_id: (OK, samples with a verdict)}`` at ``step`` (source: ``training`` or ``curriculum``)."""
+        new = [{"step": step, "task_id": task_id, "category": self.category.get(task_id, ""), "source": source,
+                "ok": ok, "n": n, "pass_rate": ok / n if n else None}
+               for task_id, (ok, n) in sorted(counts.items())]
+        self.rows += new
+        if self._out is not None and new:
+            with self._out.open("a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(r) + "\n" for r in new)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._out = Path(args.output_dir) / "task_pass_rates.jsonl"
+            self._out.parent.mkdir(parents=True, exist_ok=True)
+            self._out.write_text("".join(json.dumps(r) + "\n" for r in self.rows), encoding="utf-8")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or "reward" not in logs:  # a training logging step (every process gets it: gathers match)
+            return
+        outcomes = self.reward.drain_task_outcomes()
+        from accelerate import PartialState
+
+        if PartialState().num_processes > 1:
+            from accelerate.utils import gather_object
+
+            outcomes = [pair for part in gather_object([outcomes]) for pair in part]
+        ok: dict[str, int] = defaultdict(int)
+        n: dict[str, int] = defaultdict(int)
+        for task_id, verdict in outcomes:
+            if verdict is not None:
+                n[task_id] += 1
+                ok[task_id] += verdict == "OK"
+        if state.is_world_process_zero and n:
+            self.add(state.global_step, {t: (ok[t], n[t]) for t in n}, "training")
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not self.rows:
+            return
+        self.plot_path = self.plot(Path(args.output_dir) / "task_pass_rates.png")
+        if "wandb" not in (args.report_to or []):
+            return
+        try:
+            import wandb
+        except ImportError:
+            return
+        if wandb.run is None:
+            return
+        table = wandb.Table(columns=self.COLUMNS, data=[[r[c] for c in self.COLUMNS] for r in self.rows])
+        logged: dict[str, Any] = {"task_pass_rate": table}
+        steps, series = self.series("training")
+        if steps:
+            keys = list(series)
+            logged["charts/task_pass_rate"] = wandb.plot.line_series(
+                xs=steps, ys=[series[k] for k in keys], keys=keys, title="training pass rate per task",
+                xname="step")
+        if self.plot_path is not None:
+            logged["charts/task_pass_rate_image"] = wandb.Image(str(self.plot_path))
+        wandb.log(logged)
+
+    def series(self, source: str) -> tuple[list[int], dict[str, list[float]]]:
+        """Steps and, per task (the most sampled ``max_plot_tasks``), its pass rate at each step.
+
+        A step at which a task was not sampled carries its last rate forward (its first rate back).
+        """
+        rows = [r for r in self.rows if r["source"] == source and r["pass_rate"] is not None]
+        steps = sorted({r["step"] for r in rows})
+        seen: dict[str, int] = defaultdict(int)
+        for r in rows:
+            seen[r["task_id"]] += r["n"]
+        chosen = sorted(seen, key=lambda t: (-seen[t], t))[: self.max_plot_tasks]
+        at = {(r["task_id"], r["step"]): r["pass_rate"] for r in rows}
+        series: dict[str, list[float]] = {}
+        for task_id in chosen:
+            values = [at.get((task_id, s), math.nan) for s in steps]
+            first = next(v for v in values if not math.isnan(v))
+            last, filled = first, []
+            for v in values:
+                last = last if math.isnan(v) else v
+                filled.append(last)
+            series[task_id] = filled
+        return steps, series
+
+    def plot(self, path: Path) -> Path | None:
+        """A PNG of the pass rate per task over training (and the curriculum's estimates, when any)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return None
+        sources = [s for s in ("training", "curriculum") if any(r["source"] == s for r in self.rows)]
+        fig, axes = plt.subplots(1, len(sources), figsize=(6.5 * len(sources), 3.8), squeeze=False)
+        for ax, source in zip(axes[0], sources, strict=True):
+            steps, series = self.series(source)
+            for task_id, values in series.items():
+                ax.plot(steps, values, marker=".", linewidth=1, label=task_id)
+            ax.set_ylim(-0.05, 1.05)
+            ax.set_xlabel("step")
+            ax.set_ylabel("pass rate")
+            ax.set_title(f"per-task pass rate ({source})")
+            if len(series) <= 12:
+                ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path

@@ -414,6 +414,8 @@ class TrainResult:
     checkpoint_evals: list[dict[str, Any]] = field(default_factory=list)
     wandb_dir: Path | None = None
     reward_totals: dict[str, int] = field(default_factory=dict)
+    curriculum: list[dict[str, Any]] = field(default_factory=list)
+    """Each curriculum estimate (step, counts, p_hat per task), when the run had a curriculum."""
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -433,7 +435,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun) -> Any:
 
 
 def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,
-                reward: Any = None, model_name: str = "") -> TrainResult:
+                reward: Any = None, model_name: str = "", curriculum: Any = None) -> TrainResult:
     """``trainer.train()``, then the final checkpoint, its evaluation, the W&B artifact; Ctrl-C saves a checkpoint.
 
     A first Ctrl-C (with ``interrupt`` installed) ends training after the current step with a
@@ -483,7 +485,8 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step, interrupted=interrupted,
                          run_name=cfg.run_name, model=model_name, log_history=list(trainer.state.log_history),
                          checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
-                         wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {})
+                         wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {},
+                         curriculum=list(curriculum.history) if curriculum is not None else [])
     (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
                                                   + "\n", encoding="utf-8")
     return result

@@ -3,7 +3,9 @@
 The policy answers the training split's prompts (evaluation's zero-shot prompts); the
 real verifier checks each completion on a pool of warm verifier processes
 (:class:`~proofgym.training.rewards.VerifierReward`); the reward is the verdict (OK 1,
-CHEATING -1, else 0; a harness failure is ``None`` and left out). With ``max_turns > 1``
+CHEATING -1, else 0: malformed output is ERROR, 0; a harness failure is ``None`` and left
+out). With ``curriculum: true`` a pass-rate curriculum keeps the tasks the current policy
+solves sometimes (:mod:`proofgym.training.curriculum`). With ``max_turns > 1``
 a :class:`~proofgym.training.rollout.RepairRollout` runs attempt, feedback, retry, with
 the feedback tokens masked out of the loss (``env_mask``).
 
@@ -35,20 +37,26 @@ from proofgym.training.grpo_config import ProofGRPOConfig
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     """Run GRPO as ``cfg`` says: checks first, then training, the final checkpoint and its evaluation."""
-    from trl import GRPOTrainer
-
     from proofgym.envs.rewards import RewardMap
-    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce
+    from proofgym.training.callbacks import (
+        GracefulInterrupt,
+        MetricsPrinter,
+        TaskPassRateCallback,
+        TrainingHealthCallback,
+        announce,
+    )
+    from proofgym.training.curriculum import CurriculumCallback, PassRateCurriculum
     from proofgym.training.data import grpo_rows, to_dataset
+    from proofgym.training.grpo_trainer import ProofGRPOTrainer
     from proofgym.training.rewards import VerifierReward, check_reward_policy
     from proofgym.training.rollout import RepairRollout
 
-    prepared = prepare_run(cfg)
-    try:
+    try:  # before prepare_run: a reward policy that would teach the wrong thing fails first, without a prover
         reward_map = RewardMap.from_mapping(cfg.verdict_rewards)
         check_reward_policy(reward_map, cfg.format_bonus)
     except (ValueError, TypeError) as exc:
         raise TrainConfigError(f"verdict_rewards/format_bonus: {exc}") from None
+    prepared = prepare_run(cfg)
     template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
     rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
     setup_wandb(cfg)
@@ -75,12 +83,26 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
                                                feedback_chars=cfg.feedback_chars)
         evaluator = checkpoint_evaluator(cfg, prepared)
         interrupt = GracefulInterrupt()
-        callbacks = [c for c in (evaluator, interrupt, MetricsPrinter()) if c is not None]
-        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=to_dataset(rows),
-                              processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
-                              rollout_func=rollout, environment_factory=environments)
+        pass_rates = TaskPassRateCallback(reward, prepared.train_tasks)
+        curriculum = curriculum_callback = None
+        if cfg.curriculum:
+            curriculum = PassRateCurriculum([r["task_id"] for r in rows], k=cfg.curriculum_k,
+                                            refresh_steps=cfg.curriculum_refresh_steps)
+            # its own checker on the same pool: estimates stay out of the reward's totals and per-task counts
+            checker = VerifierReward(prepared.train_tasks, pool, reward_map=reward_map, timeout_s=cfg.reward_timeout_s)
+            curriculum_callback = CurriculumCallback(
+                curriculum, prepared.train_tasks, checker, context_chars=cfg.prompt_context_chars,
+                batch_size=cfg.curriculum_batch_size, max_new_tokens=cfg.curriculum_max_tokens or None,
+                on_estimate=lambda step, counts: pass_rates.add(step, counts, "curriculum"))
+        callbacks = [c for c in (curriculum_callback, evaluator, interrupt, MetricsPrinter(), TrainingHealthCallback(),
+                                 pass_rates) if c is not None]
+        trainer = ProofGRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=to_dataset(rows),
+                                   processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
+                                   rollout_func=rollout, environment_factory=environments, curriculum=curriculum)
+        if curriculum_callback is not None:
+            curriculum_callback.bind(trainer)
         result = run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, reward=reward,
-                             model_name=prepared.model.name)
+                             model_name=prepared.model.name, curriculum=curriculum)
     finally:
         pool.close()
     return result

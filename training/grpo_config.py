@@ -45,6 +45,21 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
                                        "CHEATING or ERROR, and refused unless FAIL + bonus < OK, so only a proof "
                                        "earns the top reward; an empty script earns it too, so keep it small (0.1) "
                                        "and use it only to get off the ground."})
+    curriculum: bool = field(
+        default=False, metadata={"help": "Pass-rate curriculum: before training and every curriculum_refresh_steps "
+                                         "steps, sample curriculum_k attempts per training task with the current "
+                                         "policy, check them on the verifier pool, and train only on tasks with "
+                                         "0 < p_hat < 1 (the others give zero-variance groups: no gradient). Logs "
+                                         "curriculum/kept, too_easy, too_hard."})
+    curriculum_k: int = field(
+        default=8, metadata={"help": "Attempts per task in each curriculum estimate of p_hat (>= 2)."})
+    curriculum_refresh_steps: int = field(
+        default=20, metadata={"help": "Re-estimate p_hat every N optimizer steps (0: only before training). Each "
+                                      "refresh generates curriculum_k replies for every training task."})
+    curriculum_batch_size: int = field(
+        default=16, metadata={"help": "Prompts per generation call in a curriculum estimate."})
+    curriculum_max_tokens: int = field(
+        default=0, metadata={"help": "Tokens per reply in a curriculum estimate (0: max_completion_length)."})
     tool_env: bool = field(
         default=False, metadata={"help": "Give the policy a check_proof tool (TRL environment_factory): it may test "
                                          "proofs before answering; the final answer is rewarded. Needs a chat "
@@ -83,5 +98,9 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if not 0 < self.turn_discount <= 1:
             raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
+        if self.curriculum_k < 2 or self.curriculum_refresh_steps < 0 or self.curriculum_batch_size < 1 \
+                or self.curriculum_max_tokens < 0:
+            raise ValueError("curriculum_k must be >= 2, curriculum_batch_size >= 1, curriculum_refresh_steps and "
+                             "curriculum_max_tokens >= 0")
         if self.tool_env and self.max_turns > 1:
             raise ValueError("tool_env and max_turns > 1 are two kinds of multi-turn training: pick one")

@@ -118,20 +118,23 @@ class TrainerGenerator:
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
                                          generation_kwargs=getattr(trainer, "generation_kwargs", None)) as model:
-            return _generate(model, _tokenizer_of(trainer.processing_class), getattr(trainer, "generation_config", None),
+            return _generate(model, tokenizer_of(trainer.processing_class), getattr(trainer, "generation_config", None),
                              prompt_ids, max_new_tokens, torch)
 
 
-def _tokenizer_of(processing_class: Any) -> Any:
+def tokenizer_of(processing_class: Any) -> Any:
+    """The tokenizer of a trainer's ``processing_class`` (a processor wraps one)."""
     return getattr(processing_class, "tokenizer", None) or processing_class
 
 
-def _render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, generation_prompt: bool) -> str:
+def render_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, generation_prompt: bool) -> str:
+    """``messages`` rendered with the tokenizer's chat template, as text."""
     return tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
                                          add_generation_prompt=generation_prompt)
 
 
-def _ids(tokenizer: Any, text: str) -> list[int]:
+def token_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of rendered text (the template already holds any special tokens)."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
@@ -193,29 +196,29 @@ class RepairRollout:
             template puts there, so the policy sees evaluation's repair round exactly.
         """
         before = before + tokenizer.decode(list(reply_ids), skip_special_tokens=False)
-        full = _render(tokenizer, [*conversation, feedback], generation_prompt=True)
+        full = render_chat(tokenizer, [*conversation, feedback], generation_prompt=True)
         if full.startswith(before):
-            return _ids(tokenizer, full[len(before):]), full
+            return token_ids(tokenizer, full[len(before):]), full
         # The template rewrites the reply (strips it, drops reasoning...): render the feedback turn on its own
         # after a placeholder system turn, and close the reply with EOS if the policy did not.
         anchor = [{"role": "system", "content": "-"}]
-        tail = _render(tokenizer, [*anchor, feedback], generation_prompt=True)[
-            len(_render(tokenizer, anchor, generation_prompt=False)):]
+        tail = render_chat(tokenizer, [*anchor, feedback], generation_prompt=True)[
+            len(render_chat(tokenizer, anchor, generation_prompt=False)):]
         closing = [] if reply_ids and reply_ids[-1] in _eos_ids(tokenizer) else [tokenizer.eos_token_id]
-        ids = closing + _ids(tokenizer, tail)
+        ids = closing + token_ids(tokenizer, tail)
         return ids, before + tokenizer.decode(ids, skip_special_tokens=False)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         """One episode per prompt; the fields TRL reads (``prompt_ids``, ``completion_ids``, ``logprobs``,
         ``env_mask``) and ``rollout_outcomes`` for the reward function."""
-        tokenizer = _tokenizer_of(trainer.processing_class)
+        tokenizer = tokenizer_of(trainer.processing_class)
         generate = self.generator or TrainerGenerator(trainer)
         turn_tokens = self.turn_tokens or getattr(trainer.args, "max_completion_length", None) or 256
         n = len(prompts)
         tasks = [self.task_for(p) for p in prompts]
         conversations = [[dict(m) for m in p] for p in prompts]
-        before = [_render(tokenizer, c, generation_prompt=True) for c in conversations]
-        prompt_ids = [_ids(tokenizer, text) for text in before]
+        before = [render_chat(tokenizer, c, generation_prompt=True) for c in conversations]
+        prompt_ids = [token_ids(tokenizer, text) for text in before]
         completion_ids: list[list[int]] = [[] for _ in range(n)]
         env_mask: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
