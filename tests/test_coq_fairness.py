@@ -168,6 +168,13 @@ SLIPS = [
     S("monoid", MONOID_PROOF + "\nExplanation: rewrite with unit_r, then use Hu", Verdict.OK,
       id="prose-after-qed-without-period"),
     S("hard", "I would prove this by induction on n.", Verdict.ERROR, "syntax", id="pure-prose-is-error"),
+    # Prose inside the proof that starts with a Coq command word or says "admit" (SmolLM2 writes both).
+    S("hard", "Proposition hard takes the argument of the theorem and checks the assertion.", Verdict.ERROR,
+      "not Coq", id="prose-starting-with-a-command-word"),
+    S("hard", "Proof.\nNote: the proof goes by induction.\ninduction n; simpl; auto.\nQed.", Verdict.ERROR,
+      "syntax error in sentence 2", id="note-inside-the-proof"),
+    S("hard", "Proof.\nWe do not admit anything and use induction on n.\ninduction n; simpl; auto.\nQed.",
+      Verdict.ERROR, "not Coq", id="prose-with-admit-inside-the-proof"),
     # -- Require before the proof ------------------------------------------------------------------------
     S("arith", "Require Import Arith.\nProof. apply Nat.add_comm. Qed.", Verdict.OK,
       id="require-of-a-loaded-library"),

@@ -438,6 +438,13 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             tactic_seen = True
             continue
         first = _first_word(code)
+        if (first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS) or first in VERNACULAR) \
+                and _reads_as_prose(code):
+            # An explanation inside the proof ("Proposition add_0_r takes the argument..."): not a
+            # command and never sent to Coq, so no cheat either; it must go.
+            errors.append(f"`{_short(code)}` is not Coq: the proof may only hold tactics "
+                          "(put explanations in comments, or leave them out)")
+            continue
         if first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS):
             cheats.append(f"hole tactic ({', '.join(sorted(_tokens(code) & HOLE_TACTICS) or [first])}) leaves the goal unproved")
             continue
@@ -585,6 +592,23 @@ def _head_length(sentences: list[Sentence]) -> int:
                                    for s in sentences[:last_statement]):
         return max(n, last_statement + 1)
     return n
+
+
+_ENGLISH_WORD_RE = re.compile(r"(?<![\w'.])[a-z]{2,}(?![\w'.])")
+
+
+def _reads_as_prose(code: str) -> bool:
+    """An English sentence that happens to start with a Coq command word, or to contain ``admit``.
+
+    ``Note: ...``-like (a command word and a colon), or at least four plain lowercase words and
+    none of the punctuation that Coq commands and tactics are made of.
+    """
+    body = code[:-1]
+    if re.match(r"^[A-Z][\w']*\s*:(?!=)", body):
+        return True
+    if re.search(r":=|;|=>|\||\(|\[|\{", _strip_strings(body)):
+        return False
+    return len(_ENGLISH_WORD_RE.findall(_strip_strings(body))) >= 4
 
 
 def _outside_prose_like(code: str) -> bool:
