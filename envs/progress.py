@@ -2,15 +2,18 @@
 
 On a terminal it is a rich progress bar (count, elapsed, time left, a live description). Where
 stderr is a pipe or a file (CI, ``make eval > log``, ``nohup``) a bar cannot redraw, and rich would
-print nothing until the end; there it writes one plain line at the start, then at most one every
-``every_s`` seconds, and one at the end::
+print nothing until the end; there it writes one plain line at the start, then one every
+``every_s`` seconds (a heartbeat, even while nothing finishes: a model generating, a prover
+loading), and one at the end. :meth:`ProgressBar.activity` says what is going on meanwhile::
 
     [validate] 120/360 (33%) 0:02:41 elapsed, ~0:05:20 left  kept 118, excluded 2
+    [eval] 0/24 (0%) 0:01:00 elapsed  generating 8 replies (0:01:00 so far)
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import IO, Any
 
@@ -48,6 +51,11 @@ class ProgressBar:
         self._started = 0.0
         self._last_line = 0.0
         self._done_at_start = completed
+        self._activity = ""
+        self._activity_since = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
 
     @property
     def live(self) -> bool:
@@ -78,7 +86,18 @@ class ProgressBar:
             self._task = self._rich.add_task("", total=self.total, completed=self.completed)
         else:
             self._line()
+            if self.every_s > 0:  # every_s=0: a line at every advance, and no heartbeat is needed
+                self._heartbeat = threading.Thread(target=self._beat, name=f"progress-{self.label}", daemon=True)
+                self._heartbeat.start()
         return self
+
+    def activity(self, text: str) -> None:
+        """What is happening while no unit finishes (``generating 8 replies``); "" when nothing is."""
+        with self._lock:
+            if text != self._activity:
+                self._activity, self._activity_since = text, time.monotonic()
+        if self._rich is not None:
+            self._rich.update(self._task, description=self._description())
 
     def advance(self, n: int = 1, *, description: str | None = None) -> None:
         self.completed += n
@@ -87,11 +106,15 @@ class ProgressBar:
         if not self.enabled:
             return
         if self._rich is not None:
-            self._rich.update(self._task, advance=n, description=self.description)
+            self._rich.update(self._task, advance=n, description=self._description())
         elif time.monotonic() - self._last_line >= self.every_s:
             self._line()
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
         if not self.enabled:
             return
         if self._rich is not None:
@@ -112,9 +135,23 @@ class ProgressBar:
         if self.total and 0 < done_here and self.completed < self.total:
             timing += f", ~{_clock(elapsed / done_here * (self.total - self.completed))} left"
         parts.append(timing)
-        if self.description:
-            parts.append(" " + self.description)
+        description = self._description()
+        if description:
+            parts.append(" " + description)
         return " ".join(parts)
+
+    def _description(self) -> str:
+        with self._lock:
+            activity, since = self._activity, self._activity_since
+        if not activity:
+            return self.description
+        now = f"{activity} ({_clock(time.monotonic() - since)} so far)"
+        return f"{self.description}  {now}" if self.description else now
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.every_s)):  # every_s > 0 here
+            if time.monotonic() - self._last_line >= self.every_s:
+                self._line()
 
     def _out(self) -> IO[str]:
         if self._stream is not None:
@@ -122,5 +159,6 @@ class ProgressBar:
         return getattr(self._console, "file", None) or sys.stderr
 
     def _line(self, final: bool = False) -> None:
-        self._last_line = time.monotonic()
+        with self._lock:
+            self._last_line = time.monotonic()
         print(self.line() + (" done" if final else ""), file=self._out(), flush=True)

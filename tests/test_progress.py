@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 
 from rich.console import Console
 
@@ -50,3 +51,28 @@ def test_live_bar_on_a_terminal_and_nothing_when_disabled():
     with ProgressBar("eval", 2, enabled=False, stream=quiet) as bar:
         bar.advance()
     assert quiet.getvalue() == "" and bar.completed == 1
+
+
+class _Lines(io.StringIO):
+    """A log that tells when a line with some text has been written."""
+
+    def __init__(self, wanted: str) -> None:
+        super().__init__()
+        self.wanted = wanted
+        self.seen = threading.Event()
+
+    def write(self, text: str) -> int:
+        if self.wanted in text:
+            self.seen.set()
+        return super().write(text)
+
+
+def test_a_heartbeat_says_what_is_going_on_while_nothing_finishes():
+    log = _Lines("generating 8 replies")
+    with ProgressBar("eval", 24, every_s=0.01, stream=log) as bar:
+        bar.activity("generating 8 replies")
+        assert log.seen.wait(60), log.getvalue()  # no advance() at all: the heartbeat wrote it
+        bar.activity("")
+    beat = next(line for line in log.getvalue().splitlines() if "generating" in line)
+    assert beat.startswith("[eval] 0/24 (0%)") and "so far)" in beat
+    assert "generating" not in log.getvalue().splitlines()[-1]  # the activity ended before the last line

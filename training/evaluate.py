@@ -484,6 +484,7 @@ def run_eval(
                         requests = [ep.request for ep in batch]
                         gen_future = _background(lambda reqs=requests: agent.generate(reqs))
                         gen_batch = batch
+                        bar.activity(f"generating {len(batch)} replies")
                 while to_check and len(inflight) < limit:
                     ep, proof, gen, notes = to_check.popleft()
                     fut = pool.submit(ep.task, proof, request_id=(ep.task.id, ep.sample))
@@ -495,6 +496,7 @@ def run_eval(
                 if gen_future is not None and gen_future in finished:
                     generations = gen_future.result()  # ModelUnavailable stops the run here
                     gen_future = None
+                    bar.activity("")
                     if len(generations) != len(gen_batch):
                         raise ProofgymError(f"{agent.name} returned {len(generations)} replies for "
                                             f"{len(gen_batch)} requests")
@@ -575,6 +577,9 @@ class _Progress:
         self.ok += ok
         rate = f"pass {self.ok}/{self.finished} ({100 * self.ok / self.finished:.0f}%)"
         self.bar.advance(description=rate + "  " + " ".join(f"{k}={v}" for k, v in sorted(self.counts.items())))
+
+    def activity(self, text: str) -> None:
+        self.bar.activity(text)
 
     def __exit__(self, *exc: object) -> None:
         self.bar.__exit__(*exc)
