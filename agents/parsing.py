@@ -12,7 +12,10 @@ The steps, in order:
    symbols that provers read as notation (``ℕ`` would become ``N``);
 4. remove a repeated copy of the task's statement at the start ("duplicate
    signatures"): the action is the text *after* the statement, and the verifier
-   states the statement itself;
+   states the statement itself. Not for Coq: its verifier normalises a repeated
+   statement (and prose, a stray ``Require``...) itself, with one rule for every
+   path, ``proofgym check`` of a raw reply included
+   (:func:`~proofgym.envs.verifiers.coq_proof.normalize_proof`);
 5. trim trailing whitespace and blank lines; CRLF becomes LF.
 
 Nothing else is rewritten: markdown such as ``**`` is left alone because it is
@@ -94,12 +97,14 @@ def _strip_statement(code: str, statement: str) -> tuple[str, bool]:
 
 
 def statement_to_strip(task: Any) -> str:
-    """The statement a reply may repeat before its proof; "" where the answer is a whole program.
+    """The statement a reply may repeat before its proof, for this parser to remove; "" for none.
 
     For Dafny the submission is the whole program, which legitimately starts with the
-    spec: stripping it would delete the target's header.
+    spec: stripping it would delete the target's header. Coq's verifier removes a
+    repeated statement itself (in any layout, under another name), so the parser leaves
+    it to that one rule.
     """
-    return "" if getattr(task, "system", "") == "dafny" else getattr(task, "statement", "")
+    return "" if getattr(task, "system", "") in ("dafny", "coq") else getattr(task, "statement", "")
 
 
 def parse_proof(reply: str, *, statement: str = "") -> ParsedProof:

@@ -17,8 +17,13 @@ def test_dafny_program_keeps_its_header():
     assert parse_proof(reply, statement=statement_to_strip(task)).proof.startswith("method Abs")
 
 
-def test_coq_reply_repeating_the_statement_is_stripped():
+def test_coq_reply_keeps_the_statement_for_the_verifier():
+    # One rule for every path: the Coq verifier drops a repeated statement itself, in any layout.
+    from proofgym.envs.verifiers.coq_proof import normalize_proof
+
     task = Task(id="c", system="coq", context="", statement="Lemma t : True.", reference_proof="exact I.",
                 category="P1", timeout_s=30)
-    parsed = parse_proof("```coq\nLemma t : True.\nProof. exact I. Qed.\n```", statement=statement_to_strip(task))
-    assert parsed.proof.strip() == "Proof. exact I. Qed."
+    parsed = parse_proof("```coq\nTheorem t :\n  True.\nProof. exact I. Qed.\n```",
+                         statement=statement_to_strip(task))
+    assert parsed.proof.startswith("Theorem t")
+    assert normalize_proof(parsed.proof, task.statement).sentences == ("Proof.", "(exact I).", "Qed.")

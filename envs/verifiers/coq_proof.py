@@ -330,14 +330,19 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             ``ERROR`` for text that cannot be cut into sentences and for slips that
             cannot be normalised, with a reason that says what to change.
     """
+    # A model's reply may come as it was written (``proofgym check`` has no parser in front):
+    # the reply parser's rules for fences and typographic look-alikes apply here too. What lies
+    # outside the last fenced block is never run.
+    from proofgym.agents.parsing import last_code_block, normalize_unicode
+
     notes: list[str] = []
     if _FENCE_LINE_RE.search(proof):
-        # A model's reply pasted as it came (``proofgym check`` has no parser in front):
-        # the same rule as the reply parser, the last fenced block. The rest is never run.
-        from proofgym.agents.parsing import last_code_block
-
         proof = last_code_block(proof)[0]
         notes.append("took the last fenced code block")
+    typographic = normalize_unicode(proof)
+    if typographic != proof:
+        proof = typographic
+        notes.append("replaced typographic characters (no-break spaces, curly quotes, U+2212) by ASCII")
     sentences: list[Sentence] = []
     tail = ""
     unlexed = ""  # text after a ``Proof <term>.`` that does not lex: read as text after the proof
