@@ -10,7 +10,7 @@
     proofgym serve-model CHECKPOINT [--port 8000]     an OpenAI-compatible server for a local checkpoint
     proofgym report RUN_DIR [RUN_DIR2]                Markdown/HTML report with plots
     proofgym serve-verifier [--port 8000] [--workers W] HTTP verifier service for trainers (batch checks)
-    proofgym train sft|grpo --config configs/train/grpo_cpu.yaml [--field value ...]   train with TRL
+    proofgym train sft|grpo|expert-iteration --config configs/train/grpo_cpu.yaml [...]  train with TRL
 
 Exit codes: 0 a verdict was reached (whatever it is; `check --strict`: 1 unless it is OK),
 2 bad input, 3 the verifier or a prover is broken or missing, 4 the model cannot be used
@@ -638,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a policy with TRL: SFT on reference proofs, GRPO with verifier rewards",
                        epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("algo", choices=["sft", "grpo"], help="sft or grpo")
+    p.add_argument("algo", choices=["sft", "grpo", "expert-iteration"], help="sft, grpo or expert-iteration")
     p.add_argument("args", nargs=argparse.REMAINDER, help="--config FILE.yaml and --field value overrides")
     p.set_defaults(func=cmd_train)
 

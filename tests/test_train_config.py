@@ -24,6 +24,7 @@ from proofgym.training.data import (  # noqa: E402
     sft_rows,
     split_tasks,
 )
+from proofgym.training.expert_iteration_config import ProofExpertIterationConfig  # noqa: E402
 from proofgym.training.grpo_config import ProofGRPOConfig  # noqa: E402
 from proofgym.training.sft_config import ProofSFTConfig  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
@@ -33,6 +34,8 @@ TRAIN_CONFIGS = sorted((ROOT / "configs" / "train").glob("*.yaml"))
 
 
 def _config_class(path: Path) -> type:
+    if path.name.startswith("expert_iteration"):
+        return ProofExpertIterationConfig
     return ProofSFTConfig if path.name.startswith("sft") or "_sft" in path.name else ProofGRPOConfig
 
 
@@ -57,7 +60,7 @@ def test_flags_override_the_file_and_cpu_defaults_hold(tmp_path):
     assert sft.bf16 is False and not sft.gradient_checkpointing and sft.use_cpu is True
 
 
-@pytest.mark.parametrize("cls", [ProofGRPOConfig, ProofSFTConfig])
+@pytest.mark.parametrize("cls", [ProofGRPOConfig, ProofSFTConfig, ProofExpertIterationConfig])
 def test_every_field_has_help_text(cls):
     missing = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("help")]
     assert not missing
@@ -105,6 +108,18 @@ def test_the_cli_reports_a_broken_config_in_one_line(tmp_path, capsys):
     assert proofgym_main(["train", "grpo", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lerning_rate" in err[0] and "learning_rate" in err[0]
+
+
+def test_expert_iteration_is_a_train_subcommand(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("suite: coq-stdlib\nround: 2\n")
+    assert proofgym_main(["train", "expert-iteration", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'round'" in err[0] and "'rounds'" in err[0] and "expert-iteration --help" in err[0]
+    cfg = parse_config(ProofExpertIterationConfig, ["--rounds", "3", "--output_dir", str(tmp_path)])
+    assert cfg.rounds == 3 and cfg.run_name.split("__")[1] == "expert-iteration"
+    with pytest.raises(TrainConfigError, match="sample_temperature"):
+        parse_config(ProofExpertIterationConfig, ["--sample_temperature", "0", "--output_dir", str(tmp_path)])
 
 
 def test_run_name_has_the_run_identity():

@@ -63,13 +63,15 @@ class CheckpointEvalCallback(TrainerCallback):
         device: Where the evaluated checkpoint runs (``auto``: CUDA when present).
         seed: Generation seed.
         out_dir: Where eval run dirs go (``<out_dir>/checkpoint_evals/step-N``; default: the trainer's output dir).
+        report_to: Where results are logged (``wandb``...) when no trainer says so (the trainer's
+            ``report_to`` wins when training starts).
     """
 
     def __init__(self, suite_path: str | Path, *, every_steps: int = 0, on_start: bool = False, k: int = 1,
                  n: int | None = None, workers: int = 2, engine: str = "local", max_tokens: int = 256, temperature: float | None = None,
                  batch_size: int = 8, context_chars: int = 2000, audit: str | None = None, device: str = "auto",
                  seed: int | None = None, out_dir: str | Path | None = None,
-                 announce: Callable[[str], None] = announce) -> None:
+                 report_to: Sequence[str] | str | None = None, announce: Callable[[str], None] = announce) -> None:
         self.suite_path = Path(suite_path)
         self.every_steps = int(every_steps)
         self.on_start = on_start
@@ -81,7 +83,7 @@ class CheckpointEvalCallback(TrainerCallback):
         self.history: list[dict[str, Any]] = []
         self._wanted: set[int] = set()
         self._done: set[int] = set()
-        self._report_to: list[str] = []
+        self._report_to: list[str] = [report_to] if isinstance(report_to, str) else list(report_to or [])
 
     # -- trainer events ------------------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, processing_class: Any = None,

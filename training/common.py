@@ -431,7 +431,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun) -> Any:
         engine=cfg.verifier_engine,
         max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
         batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
-        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir)
+        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to)
 
 
 def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,
@@ -453,7 +453,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
         path = output_dir / f"checkpoint-{trainer.state.global_step}-interrupted"
         trainer.save_model(str(path))
         announce(f"interrupted: saved the model to {path}")
-        _finish_wandb()
+        finish_wandb()
         raise
     finally:
         if interrupt is not None:
@@ -481,7 +481,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
             if reward is not None:
                 wandb.run.summary.update({f"reward_totals/{k}": v for k, v in reward.totals.items()})
             log_checkpoint_artifact(final, f"{cfg.run_name}-model")
-        _finish_wandb()
+        finish_wandb()
     result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step, interrupted=interrupted,
                          run_name=cfg.run_name, model=model_name, log_history=list(trainer.state.log_history),
                          checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
@@ -492,7 +492,8 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     return result
 
 
-def _finish_wandb() -> None:
+def finish_wandb() -> None:
+    """Finish this process's W&B run, if any, and tear W&B down (so that a next run gets its own W&B dir)."""
     try:
         import wandb
     except ImportError:

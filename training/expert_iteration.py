@@ -1,0 +1,218 @@
+"""Expert iteration: sample, keep the verified proofs, fine-tune on them, repeat.
+
+The algorithm of DeepSeek-Prover V1 and Goedel-Prover, and the baseline GRPO must beat. Each round:
+
+1. sample ``samples_per_task`` attempts at every training task with the current policy
+   (``sample_temperature``), and check each on the real verifier pool
+   (:func:`~proofgym.training.sampling.sample_and_check`);
+2. keep the proofs whose verdict is **OK**, and only those: a CHEATING proof (a hole, an axiom,
+   a changed statement) is never kept, nor a FAIL, TIMEOUT, ERROR or harness failure. What is
+   kept is the parsed proof the verifier accepted, as the reply in one fenced block (the form
+   SFT on reference proofs teaches), at most ``max_proofs_per_task`` distinct ones per task;
+3. fine-tune the policy on them with TRL's ``SFTTrainer`` (every proof so far with
+   ``accumulate``, else this round's).
+
+It logs, per round, ``expert_iteration/pass_rate`` (OK share of the sampled attempts),
+``expert_iteration/solved_tasks``, ``expert_iteration/kept_proofs`` (this round's new ones),
+``expert_iteration/train_proofs`` (what the round fine-tunes on) and the verdict counts, to
+W&B and to ``<output_dir>/rounds.jsonl``; ``<output_dir>/round-N/kept.jsonl`` holds the SFT rows
+of round N. The final model is saved to ``output_dir`` and evaluated on the held-out split
+like SFT's and GRPO's.
+
+    proofgym train expert-iteration --config configs/train/expert_iteration_cpu.yaml [--field value ...]
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proofgym.envs.types import Task
+from proofgym.training.common import (
+    TrainResult,
+    checkpoint_evaluator,
+    finish_wandb,
+    load_model,
+    log_checkpoint_artifact,
+    make_pool,
+    parse_config,
+    peft_config,
+    prepare_run,
+    setup_wandb,
+)
+from proofgym.training.expert_iteration_config import ProofExpertIterationConfig
+from proofgym.training.sampling import Sample, pass_counts
+
+
+def kept_proofs(samples: Sequence[Sample], kept: dict[str, list[str]], *, limit: int = 0) -> int:
+    """Add the proofs of the OK samples to ``kept`` (``{task_id: [proof, ...]}``); how many were new.
+
+    Only verdict OK counts (never CHEATING); duplicates are dropped, and a task keeps at most
+    ``limit`` proofs (0: no limit).
+    """
+    new = 0
+    for sample in samples:
+        if not sample.ok or not sample.outcome.proof.strip():
+            continue
+        proofs = kept.setdefault(sample.task.id, [])
+        if sample.outcome.proof in proofs or (limit and len(proofs) >= limit):
+            continue
+        proofs.append(sample.outcome.proof)
+        new += 1
+    return new
+
+
+def sft_rows_of(proofs: dict[str, list[str]], tasks: dict[str, Task], *, context_chars: int) -> list[dict[str, Any]]:
+    """SFT prompt-completion rows of the kept proofs: the task's prompt, the proof in one fenced block."""
+    from proofgym.agents.prompts.base import fenced, system_info
+    from proofgym.training.data import grpo_rows
+
+    rows = []
+    for task_id, found in proofs.items():
+        task = tasks[task_id]
+        base = grpo_rows([task], context_chars=context_chars)[0]
+        for proof in found:
+            rows.append({**base, "completion": [{"role": "assistant",
+                                                 "content": fenced(proof, system_info(task.system).fence)}]})
+    return rows
+
+
+def round_metrics(round_: int, samples: Sequence[Sample], new: int, train_proofs: int) -> dict[str, Any]:
+    """The per-round numbers named in the module docstring."""
+    counts = pass_counts(samples)
+    scored = sum(n for _, n in counts.values())
+    ok = sum(o for o, _ in counts.values())
+    verdicts = Counter(s.outcome.verdict or "HARNESS_FAILURE" for s in samples)
+    return {"expert_iteration/round": round_, "expert_iteration/pass_rate": ok / scored if scored else 0.0,
+            "expert_iteration/solved_tasks": sum(o > 0 for o, _ in counts.values()),
+            "expert_iteration/tasks": len(counts), "expert_iteration/samples": len(samples),
+            "expert_iteration/kept_proofs": new, "expert_iteration/train_proofs": train_proofs,
+            **{f"expert_iteration/verdict/{v}": verdicts.get(v, 0)
+               for v in ("OK", "FAIL", "CHEATING", "TIMEOUT", "ERROR", "HARNESS_FAILURE")}}
+
+
+def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
+    """Run ``cfg.rounds`` rounds of expert iteration, then save and evaluate the final model."""
+    from transformers import GenerationConfig, set_seed
+    from trl import SFTTrainer
+
+    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce, save_model
+    from proofgym.training.data import to_dataset
+    from proofgym.training.rewards import VerifierReward
+    from proofgym.training.rollout import ModelGenerator
+    from proofgym.training.sampling import sample_and_check
+
+    prepared = prepare_run(cfg)
+    set_seed(cfg.seed)  # the first round samples before any Trainer seeds torch
+    output_dir = Path(cfg.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    setup_wandb(cfg)
+    model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
+                                  threads=cfg.torch_threads)
+    tasks = {t.id: t for t in prepared.train_tasks}
+    evaluator = checkpoint_evaluator(cfg, prepared)
+    sampling = GenerationConfig(do_sample=True, temperature=cfg.sample_temperature, top_p=cfg.sample_top_p,
+                                top_k=0)
+    interrupt = GracefulInterrupt().install()
+    kept: dict[str, list[str]] = {}
+    history: list[dict[str, Any]] = []
+    rounds_path = output_dir / "rounds.jsonl"
+    rounds_path.write_text("", encoding="utf-8")
+    step = 0
+    announce(f"starting {cfg.verifier_workers} verifier worker(s)")
+    pool = make_pool(cfg)
+    try:
+        if evaluator is not None and cfg.checkpoint_eval_on_start:
+            evaluator.evaluate_checkpoint(save_model(model, tokenizer, output_dir / "round-0"), 0)
+        for round_ in range(1, cfg.rounds + 1):
+            start = time.monotonic()
+            checker = VerifierReward(prepared.train_tasks, pool)
+            model.eval()
+            samples = sample_and_check(ModelGenerator(model, tokenizer, sampling), tokenizer, prepared.train_tasks,
+                                       checker, k=cfg.samples_per_task, max_new_tokens=cfg.sample_max_tokens,
+                                       batch_size=cfg.sample_batch_size, context_chars=cfg.prompt_context_chars)
+            this_round: dict[str, list[str]] = {}
+            new = kept_proofs(samples, kept, limit=cfg.max_proofs_per_task)
+            kept_proofs(samples, this_round, limit=cfg.max_proofs_per_task)
+            rows = sft_rows_of(kept if cfg.accumulate else this_round, tasks, context_chars=cfg.prompt_context_chars)
+            metrics = round_metrics(round_, samples, new, len(rows))
+            round_dir = output_dir / f"round-{round_}"
+            round_dir.mkdir(parents=True, exist_ok=True)
+            (round_dir / "kept.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            announce(f"round {round_}/{cfg.rounds}: pass rate {100 * metrics['expert_iteration/pass_rate']:.1f}% "
+                     f"of {len(samples)} attempts, {metrics['expert_iteration/solved_tasks']} of "
+                     f"{len(tasks)} tasks solved, {new} new verified proof(s); fine-tuning on {len(rows)}")
+            if rows:
+                args = copy.copy(cfg)  # each round's Trainer writes under its own dir (its steps restart at 0)
+                args.output_dir = str(round_dir)
+                trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(rows),
+                                     processing_class=tokenizer,
+                                     peft_config=peft_config(cfg) if round_ == 1 else None,
+                                     callbacks=[interrupt, MetricsPrinter()])
+                trainer.train()
+                model = trainer.model
+                step += trainer.state.global_step
+                losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+                metrics["expert_iteration/sft_steps"] = trainer.state.global_step
+                metrics["expert_iteration/sft_loss"] = losses[-1] if losses else None
+            metrics["expert_iteration/seconds"] = round(time.monotonic() - start, 1)
+            history.append(metrics)
+            with rounds_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(metrics) + "\n")
+            _log_wandb(cfg, metrics)
+            if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not interrupt.requested:
+                evaluator.evaluate_checkpoint(save_model(model, tokenizer, round_dir / "model"), round_)
+            if interrupt.requested:
+                announce(f"stopped by Ctrl-C after round {round_}")
+                break
+    finally:
+        interrupt.uninstall()
+        pool.close()
+    final = output_dir
+    if cfg.use_peft:
+        model = model.merge_and_unload()
+    save_model(model, tokenizer, final)
+    if evaluator is not None and cfg.checkpoint_eval_at_end and not interrupt.requested:
+        evaluator.evaluate_checkpoint(final, len(history))
+    wandb_dir = None
+    if "wandb" in (cfg.report_to or []):
+        import wandb
+
+        if wandb.run is not None:
+            wandb_dir = Path(wandb.run.dir).parent
+            log_checkpoint_artifact(final, f"{cfg.run_name}-model")
+        finish_wandb()
+    result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step,
+                         interrupted=interrupt.requested, run_name=cfg.run_name, model=prepared.model.name,
+                         log_history=history, checkpoint_evals=list(evaluator.history) if evaluator else [],
+                         wandb_dir=wandb_dir)
+    (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
+                                                  + "\n", encoding="utf-8")
+    return result
+
+
+def _log_wandb(cfg: ProofExpertIterationConfig, metrics: dict[str, Any]) -> None:
+    if "wandb" not in (cfg.report_to or []):
+        return
+    import wandb
+
+    if wandb.run is None:  # no round fine-tuned yet, so no Trainer started the run
+        wandb.init(project=cfg.wandb_project, name=cfg.run_name, config=cfg.to_dict(), dir=cfg.output_dir)
+    wandb.log({k: v for k, v in metrics.items() if v is not None})
+
+
+def main(argv: Sequence[str] | None = None) -> TrainResult:
+    return train_expert_iteration(parse_config(ProofExpertIterationConfig, argv))
+
+
+if __name__ == "__main__":  # pragma: no cover - `accelerate launch -m proofgym.training.expert_iteration`
+    from proofgym.training.cli import run
+
+    sys.exit(run("expert-iteration", sys.argv[1:]))
