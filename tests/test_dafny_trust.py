@@ -81,7 +81,8 @@ BODYLESS = [
 
 @pytest.mark.parametrize(("name", "helper", "body", "allowed"), [pytest.param(*c[1:], id=c[0]) for c in BODYLESS])
 def test_every_bodyless_kind_is_refused(name: str, helper: str, body: str, allowed: frozenset[Verdict]) -> None:
-    result = dafny_verifier("always").check(NL[name], program(name, helper, body))
+    # No audit: the sampled audit must not be what saves the verdict (it runs on 5% of OKs).
+    result = dafny_verifier().check(NL[name], program(name, helper, body), audit=False)
     assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
 
 
@@ -133,7 +134,7 @@ LINE_CHEATS = [
 @pytest.mark.parametrize(("name", "helper", "body", "prefix"), [pytest.param(*c[1:], id=c[0]) for c in LINE_CHEATS])
 def test_line_ending_tricks_are_refused(name: str, helper: str, body: str, prefix: str) -> None:
     text = prefix + program(name, helper, body)
-    result = dafny_verifier().check(NL[name], text)
+    result = dafny_verifier().check(NL[name], text, audit=False)
     assert result.verdict is Verdict.CHEATING, (result.verdict, result.reasons, result.messages)
 
 
@@ -174,10 +175,19 @@ TRUSTED_CHEATS = [
 @pytest.mark.parametrize("task", [TRUSTED, ASSUMING], ids=["axiom-context", "assume-context"])
 @pytest.mark.parametrize(("helper", "body"), [pytest.param(*c[1:], id=c[0]) for c in TRUSTED_CHEATS])
 def test_trusted_context_does_not_lift_the_rule_for_the_submission(task: Task, helper: str, body: str) -> None:
-    result = dafny_verifier("always").check(task, trusted_program(task, helper, body))
+    result = dafny_verifier().check(task, trusted_program(task, helper, body), audit=False)
     assert result.verdict in REFUSED, (result.verdict, result.reasons, result.messages)
     if "class Secret" not in helper:  # that one Dafny itself refuses (a duplicate name)
         assert result.verdict is Verdict.CHEATING, (result.reasons, result.messages)
+
+
+@pytest.mark.parametrize("task", [TRUSTED, ASSUMING], ids=["axiom-context", "assume-context"])
+def test_trusted_context_lemma_behind_a_cr_comment_is_refused(task: Task) -> None:
+    """A reader that ends a // comment only at LF sees no lemma after the target; Dafny sees one,
+    bodyless -- and with /noCheating off for a trusted context, only proofgym's rule stood in its way."""
+    text = trusted_program(task, "", "  H();\n  r := x + 1;\n") + "// helper\rlemma H()\r  ensures false\n"
+    result = dafny_verifier().check(task, text, audit=False)
+    assert result.verdict is Verdict.CHEATING, (result.verdict, result.reasons, result.messages)
 
 
 @pytest.mark.parametrize("body", [
@@ -314,5 +324,5 @@ OBLIGATION_CHEATS = [
                          [pytest.param(*c[1:], id=c[0]) for c in OBLIGATION_CHEATS])
 def test_abstract_members_left_abstract_are_refused(name: str, helper: str, body: str,
                                                     allowed: frozenset[Verdict]) -> None:
-    result = dafny_verifier("always").check(NL[name], program(name, helper, body))
+    result = dafny_verifier().check(NL[name], program(name, helper, body), audit=False)
     assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
