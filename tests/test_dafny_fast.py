@@ -212,3 +212,127 @@ def test_zero_shot_dafny_prompts_ask_for_the_whole_program() -> None:
     assert "Do it." in user["content"] and "keep every header exactly" in user["content"]
     assert "function F()" in user["content"] and "Do not restate" not in user["content"]
     assert "```dafny" in prompts_for("dafny").repair("Verdict: FAIL")
+
+
+# -- line endings, classification and Boogie's view (issue 12) ----------------------------------
+
+
+def test_normalize_source_makes_cr_crlf_and_bom_lf() -> None:
+    from proofgym.envs.verifiers.dafny_lexer import normalize_source
+
+    assert normalize_source("\ufeffa\r\nb\rc\nd\r\r\n") == "a\nb\nc\nd\n\n"
+    assert normalize_source("plain\n") == "plain\n"
+    assert normalize_source("x\ufeff") == "x\ufeff"  # only a leading BOM is a BOM
+
+
+@pytest.mark.parametrize("sep", ["\n", "\r\n", "\r"])
+def test_lexer_counts_lines_as_dafny_does(sep: str) -> None:
+    text = sep.join(["// note", "lemma L()", "  ensures true", "{", "}"])
+    tokens = tokenize(text)
+    assert [(t.text, t.line, t.col) for t in tokens[:2]] == [("lemma", 2, 1), ("L", 2, 7)]
+    assert tokens[-1].line == 5
+
+
+def test_a_line_comment_ends_at_a_lone_cr() -> None:
+    """Dafny's scanner: ``// x<CR>assume false;`` is a comment and then code."""
+    tokens = tokenize("// x\rassume false;\n")
+    assert [t.text for t in tokens] == ["assume", "false", ";"] and tokens[0].line == 2
+    assert any("assume" in r for r in banned_constructs(tokens))
+
+
+def test_bom_is_skipped_and_columns_start_after_it() -> None:
+    tokens = tokenize("\ufefflemma L() {}")
+    assert (tokens[0].text, tokens[0].line, tokens[0].col) == ("lemma", 1, 1)
+
+
+def test_module_scopes() -> None:
+    from proofgym.envs.verifiers.dafny_integrity import module_scopes
+
+    tokens = tokenize("abstract module A { lemma L() }\nmodule {:options \"x\"} B refines A { }\nmodule O { module I { } }")
+    scopes = {m.name: m for m in module_scopes(tokens)}
+    assert scopes["A"].abstract and not scopes["B"].abstract and scopes["B"].refines == "A"
+    assert scopes["I"].open > scopes["O"].open and scopes["I"].close < scopes["O"].close
+
+
+def test_boogie_names_map_back_to_dafny_keys() -> None:
+    from proofgym.envs.verifiers.dafny_integrity import boogie_key, sanitize, unsanitize
+
+    for name in ("is_sorted", "x'", "P?", "L#", "a__b"):
+        assert unsanitize(sanitize(name)) == name
+    assert boogie_key("_1_B.__default.L") == ("B", "_default", "L")
+    assert boogie_key("_module.Gen") == ("_module", "Gen")
+    assert boogie_key("_module.__default.EvL_h") == ("_module", "_default", "EvL#")
+
+
+BPL = """procedure Call$$_module.Gen.__ctor(n#0: int);
+procedure Call$$_module.Gen.MoveNext(this: ref);
+procedure Impl$$_module.Gen(this: ref);
+procedure Call$$_module.__default.Use();
+procedure Impl$$_module.__default.Use();
+implementation Impl$$_module.__default.Use()
+{
+}
+// function declaration for _module.Gen.Valid
+// function declaration for _module._default.Magic
+"""
+
+
+def test_boogie_view_finds_a_body_that_is_never_verified() -> None:
+    """Dafny 2.3 declares ``Impl$$`` for an iterator with an empty body but gives it no
+    implementation: the obligation is dropped, and only the translation shows it."""
+    from proofgym.envs.verifiers.dafny_integrity import Declarations, boogie_findings, boogie_unverified, parse_boogie
+
+    view = parse_boogie(BPL)
+    assert view.implementations == ("Impl$$_module.__default.Use",)
+    unverified = boogie_unverified(view, ["Impl$$_module.__default.Use"])
+    assert unverified == ["Boogie: _module.Gen has a body that is never verified (no implementation)"]
+    assert boogie_unverified(view, []) == unverified + ["Boogie: Impl$$_module.__default.Use was not verified"]
+    findings = boogie_findings(view, Declarations())
+    assert "Boogie: _module.Gen.MoveNext has no implementation (no body)" in findings
+    assert "Boogie: _module.Gen._ctor has no implementation (no body)" in findings
+    assert "Boogie: function _module._default.Magic has no definition (no body)" in findings
+    assert not any("Valid" in r for r in findings)  # synthesised for the iterator: judged with it
+
+
+def _symbols(*rows: tuple) -> list:
+    import json
+
+    keys = ("SymbolType", "Module", "ParentClass", "Name", "Line", "Column", "EndLine", "EndColumn")
+    return parse_symbols("SYMBOLS_START " + json.dumps([dict(zip(keys, r, strict=True)) for r in rows]) + " SYMBOLS_END")
+
+
+def test_classify_fails_closed_on_what_it_cannot_place() -> None:
+    from proofgym.envs.verifiers.dafny_integrity import Anchor, classify_declarations
+
+    tokens = tokenize("lemma L()\n  ensures true\n{\n}\n")
+    symbols = _symbols(("Method", "_module", "_default", "L", 1, 7, 4, 1),
+                       ("Method", "_module", "_default", "Ghost", 9, 3, 0, 0),  # nowhere in the text
+                       ("Constant", "_module", "_default", "K", 1, 7, 0, 0))  # a kind proofgym does not know
+    decls = classify_declarations(Anchor((), (), ()), tokens, symbols, [])
+    assert len(decls.unplaced) == 2 and not decls.cheats
+    assert any("Ghost" in u for u in decls.unplaced) and any("Constant" in u for u in decls.unplaced)
+
+
+def test_classify_bodyless_iterator_trait_obligation_and_marks() -> None:
+    from proofgym.envs.verifiers.dafny_integrity import Anchor, classify_declarations, mark_axioms
+
+    text = ("iterator It() yields (x: int)\n"
+            "trait T { method M() ensures true }\n"
+            "class C extends T { method M() ensures true { } }\n"
+            "trait U { lemma N() ensures false }\n")
+    tokens = tokenize(text)
+    symbols = _symbols(("Class", "_module", None, "It", 1, 10, 0, 0),
+                       ("Method", "_module", "It", "MoveNext", 1, 10, 0, 0),
+                       ("Class", "_module", None, "T", 2, 7, 2, 35),
+                       ("Method", "_module", "T", "M", 2, 18, 0, 0),
+                       ("Class", "_module", None, "C", 3, 7, 3, 49),
+                       ("Method", "_module", "C", "M", 3, 28, 3, 47),
+                       ("Class", "_module", None, "U", 4, 7, 4, 35),
+                       ("Method", "_module", "U", "N", 4, 17, 0, 0))
+    decls = classify_declarations(Anchor((), (), ()), tokens, symbols, [])
+    assert not decls.unplaced
+    assert [c.split(" (")[0] for c in decls.cheats] == [
+        "iterator It has no body", "lemma U.N has no body and no class that extends U implements it"]
+    assert [s.label for s in decls.allowed] == ["T.M"]  # an obligation: C implements it
+    marked, inserted = mark_axioms(text, decls.marks)
+    assert "trait T { method  {:axiom} M()" in marked and inserted == [(2, 18)]

@@ -440,9 +440,9 @@ class DafnyVerifier(ProcessOwner):
             return cheating(reasons)
         if decls.unplaced:
             # Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted.
-            return CheckResult(Verdict.ERROR, tuple(f"Dafny reports {u}, which proofgym cannot locate in the program "
-                                                    f"text or classify; write it as a plain declaration" for u in
-                                                    decls.unplaced[:5]), messages,
+            return CheckResult(Verdict.ERROR, tuple(f"proofgym cannot place {u} in the program text or classify it, "
+                                                    f"so it cannot be judged: give it a name of its own and write it "
+                                                    f"as a plain declaration" for u in decls.unplaced[:5]), messages,
                                error_category=ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
         timeouts = [d for d in errors if d.level in ("timeout", "resource")]
         bad_outcomes = [(i, o) for i, o in out.outcomes if o != "verified"]

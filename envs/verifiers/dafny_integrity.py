@@ -872,6 +872,8 @@ def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence
     refinements = tuple((m.name, m.refines) for m in modules if m.refines)
     cheats: list[str] = []
     unplaced: list[str] = []
+    # Dafny names a nested module by its own name only: two modules of one name cannot be told apart.
+    unplaced += [f"two modules named {name}" for name, n in Counter(m.name for m in modules).items() if n > 1]
     allowed: list[Symbol] = []
     marks: list[int] = []
     pending: list[Symbol] = []
