@@ -167,6 +167,9 @@ SLIPS = [
       id="prose-after-qed"),
     S("monoid", MONOID_PROOF + "\nExplanation: rewrite with unit_r, then use Hu", Verdict.OK,
       id="prose-after-qed-without-period"),
+    S("hard", "Proof. induction n; simpl; auto. Qed. Qed.", Verdict.OK, id="qed-twice"),
+    S("hard", "Proof. induction n; simpl; auto. Qed.\n\n" + HARD + "\nProof. induction n; simpl; auto. Qed.",
+      Verdict.OK, id="lemma-and-proof-repeated-after-the-proof"),
     S("hard", "I would prove this by induction on n.", Verdict.ERROR, "syntax", id="pure-prose-is-error"),
     # Prose inside the proof that starts with a Coq command word or says "admit" (SmolLM2 writes both).
     S("hard", "Proposition hard takes the argument of the theorem and checks the assertion.", Verdict.ERROR,

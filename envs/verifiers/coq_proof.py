@@ -382,6 +382,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     moved: list[str] = []  # Import and scope sentences from before the proof, to run after its opener
 
     # -- before the proof ------------------------------------------------------------------------
+    other_statement = False  # a statement that is not the task's (a helper lemma, a changed statement)
     n_head = _head_length(sentences)
     for sentence in sentences[:n_head]:
         code = sentence.code
@@ -394,6 +395,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
                 renamed = f" (named {key[0]} instead of {task_key[0]})" if key[0] != task_key[0] else ""
                 notes.append(f"dropped the repeated statement{renamed}")
             else:
+                other_statement = True
                 expected = f"`{_short(' '.join(statement.split()), 200)}`" if statement.strip() else "the task's"
                 errors.append(
                     f"the submission states `{_short(code, 200)}`, which is not the task's statement {expected}: "
@@ -516,10 +518,12 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         cheat, restated = _tail_cheat(tail, context_keys, open_names, task_key)
         if cheat:
             cheats.append(f"content after the end of the proof: {cheat}")
-        elif restated:
+        elif restated and other_statement:
             errors.append("the submission proves another lemma and then states the task's lemma again: "
                           "send only the proof of the task's lemma (from `Proof.` to `Qed.`); prove a helper "
                           "inside it with `assert (H : ...)`")
+        elif restated:
+            notes.append("dropped a second copy of the lemma after the proof")
         else:
             notes.append("dropped the text after the end of the proof")
     if cheats:
@@ -696,6 +700,8 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
         if task_key is not None and key is not None and key[1] == task_key[1]:
             restated = True  # what follows is that lemma's proof: only a cheat in it still counts
             continue
+        if _END_RE.match(code):
+            continue  # ``Qed. Qed.``: a stutter
         kind = _outside_kind(code, context_keys, open_names)
         if kind.startswith("cheat:"):
             return kind[6:], restated
