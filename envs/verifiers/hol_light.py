@@ -27,6 +27,7 @@ backquotes, proof = a tactic expression (``ARITH_TAC``, ``REWRITE_TAC[ADD_SYM] T
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.tasks.hol_extract import split_phrases, strip_comments
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProcessOwner, validate_submission
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
@@ -142,6 +144,81 @@ def goal_text(statement: str) -> str:
     return text[1:-1]
 
 
+#: The goalstack commands LLMs write (HOL Light's tactics.ml): ``g`` / ``set_goal`` state a goal, ``e``
+#: applies a tactic to the first goal, ``b()`` undoes a step, ``r n`` rotates the goals; ``top_thm()``,
+#: ``p()`` and friends only look.
+_GOAL_CMD = re.compile(r"(?:g|set_goal)\s*\(?\s*(?:\[\s*\]\s*,\s*)?`[^`]*`\s*\)?", re.S)
+_E_CMD = re.compile(r"e\b\s*(?P<tactic>.+)", re.S)
+_B_CMD = re.compile(r"b\s*\(\s*\)")
+_R_CMD = re.compile(r"r\s*\(?\s*(?P<n>-?\s*\d+)\s*\)?")
+_LOOK_CMD = re.compile(r"(?:let\s+[A-Za-z_][\w']*\s*=\s*)?(?:top_thm|top_goal|p)\s*\(\s*\)")
+#: ``prove(`goal`, TAC)`` (or ``let NAME = prove(...)``): the statement repeated around the tactic.
+_PROVE_CALL = re.compile(r"(?:let\s+[A-Za-z_][\w']*\s*=\s*)?prove\s*\(\s*`[^`]*`\s*,(?P<tactic>.*)\)", re.S)
+#: A phrase that would define or change something if it ran: never rewritten, the server judges it.
+_DEFINING = re.compile(r"(?:let|#|open|module|type|exception|external|include|class)\b")
+
+
+def normalize_proof(proof: str) -> str:
+    """The one tactic expression an honest but sloppy submission means; raises :class:`InvalidSubmission`.
+
+    Only unambiguous slips are rewritten; whatever the result, the server checks it like any submission
+    (whitelist, goal, axioms), so a rewrite can never let an unproved goal through:
+
+    - comments and empty phrases around the tactic (``ARITH_TAC;; (* done *)``) are dropped;
+    - ``prove(`goal`, TAC)`` and ``let NAME = prove(`goal`, TAC)`` become ``TAC`` (the task's goal is what
+      is proved, whatever the text says);
+    - a goalstack script (``g `goal`;; e(T1);; e(T2);; b();; r 1;; top_thm();;``) becomes the tactic that
+      does exactly what those commands do: ``e`` works on the first goal only, which ``THEN`` does not,
+      so the steps are HOL Light's own refinements (``by``, ``rotate``) folded over ``mk_goalstate``.
+
+    A goalstack script with a phrase that is not a goalstack command is :class:`InvalidSubmission` (an
+    ERROR that says what to change). Anything else with several phrases (a definition, a directive, two
+    tactics) goes to the server unchanged, which refuses it.
+    """
+    phrases = [text for text in (strip_comments(ph.text).strip() for ph in split_phrases(proof)) if text]
+    if not phrases:
+        return proof
+    if len(phrases) == 1 and (m := _PROVE_CALL.fullmatch(phrases[0])):
+        return m["tactic"].strip()
+    commands = [_goalstack_command(text) for text in phrases]
+    if not any(c is not None and c[0] in ("goal", "by") for c in commands):
+        return phrases[0] if len(phrases) == 1 else proof
+    steps: list[str] = []
+    for i, (text, command) in enumerate(zip(phrases, commands, strict=True), 1):
+        if command is None:
+            if _DEFINING.match(text):
+                return proof
+            raise InvalidSubmission(
+                f"phrase {i} of the goalstack script ({text[:60]!r}) is not a goalstack command (g, e, b, r, "
+                "top_thm); submit one tactic expression, e.g. TAC1 THEN TAC2, or only g/e/b/r commands")
+        kind, arg = command
+        if kind == "by":
+            steps.append(f"by ({arg})")
+        elif kind == "rotate":
+            steps.append(f"rotate ({arg})")
+        elif kind == "back":
+            if not steps:
+                raise InvalidSubmission(f"phrase {i}: b() has no step to undo")
+            steps.pop()
+    if not steps:
+        raise InvalidSubmission("the goalstack script has no e(...) step: add the tactics that prove the goal")
+    if len(steps) == 1 and steps[0].startswith("by "):  # one e(TAC): just TAC
+        return steps[0][4:-1]
+    return f"(fun gl -> List.fold_left (fun gs step -> step gs) (mk_goalstate gl) [{'; '.join(steps)}])"
+
+
+def _goalstack_command(text: str) -> tuple[str, str] | None:
+    if _GOAL_CMD.fullmatch(text) or _LOOK_CMD.fullmatch(text):
+        return ("goal" if _GOAL_CMD.fullmatch(text) else "look", "")
+    if _B_CMD.fullmatch(text):
+        return ("back", "")
+    if m := _R_CMD.fullmatch(text):
+        return ("rotate", m["n"].replace(" ", ""))
+    if (m := _E_CMD.fullmatch(text)) and not _DEFINING.match(text):
+        return ("by", m["tactic"].strip())
+    return None
+
+
 def _ocaml_string(text: str) -> str:
     out = ['"']
     for byte in text.encode("utf-8"):
@@ -163,12 +240,26 @@ def _cache_root(cfg: HolLightConfig) -> Path:
     return (Path(cache).expanduser() if cache else Path.home() / ".cache" / "proofgym") / "hol_light"
 
 
+@functools.cache
+def _ocaml_version() -> str:
+    return subprocess.run(["ocamlc", "-version"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _type_desc_accessor(version: str) -> str:
+    """OCaml code that reads a ``Types.type_expr``'s description: a field before 4.14, ``get_desc`` since."""
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return "Types.get_desc"
+    return "(fun t -> (Btype.repr t).Types.desc)" if (major, minor) < (4, 14) else "Types.get_desc"
+
+
 def build_stubs(cfg: HolLightConfig) -> Path:
     """Compile ``pgsys`` (rlimits, seccomp, ...) with ocamlmklib, once per source and OCaml version."""
     for tool in ("ocamlc", "ocamlmklib"):
         if shutil.which(tool) is None:
             raise ProverNotFound(f"{tool} not found; install HOL Light: apt-get install hol-light libnum-ocaml-dev")
-    version = subprocess.run(["ocamlc", "-version"], capture_output=True, text=True, check=False).stdout.strip()
+    version = _ocaml_version()
     digest = hashlib.sha256()
     for name in ("pgsys.c", "pgsys.ml"):
         digest.update((SERVER_SOURCES / name).read_bytes())
@@ -228,7 +319,9 @@ class _Pending:
 
 
 #: Reasons of an ERROR that mean a process died under the attempt (the root's words, ``hol_light/boot.ml``).
-_DIED_UNDER_ATTEMPT = re.compile(r"^(the context's zygote died during the attempt|the worker .* without a verdict)")
+#: A worker that could not be forked (the pids cgroup was full) is retried too: the root has swept by then.
+_DIED_UNDER_ATTEMPT = re.compile(
+    r"^(the context's zygote died during the attempt|the worker .* without a verdict|could not start a worker)")
 
 
 class _ServerDied(Exception):
@@ -280,8 +373,16 @@ class HolLightServer:
         self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True, name="hol-stdout")
         self._stdout_thread.start()
         if not self._ready.event.wait(base.startup_timeout_s) or self._ready.frame is None:
+            # The reader sets the event when the server's output ends too: say which of the two happened.
+            died = self._ready.event.is_set()
+            status = self.proc.wait(5) if died else None
+            self._stderr_thread.join(timeout=5)  # the tail of its output, up to its last line
             tail = "\n".join(list(self._log)[-15:])
             self.close()
+            if died:
+                raise VerifierCrashed(f"HOL Light base context {base.name!r}: the server died during start-up "
+                                      f"(exit status {status}) after {time.monotonic() - self.started:.0f} s; "
+                                      f"last output:\n{tail}")
             raise VerifierCrashed(f"HOL Light base context {base.name!r} did not become ready within "
                                   f"{base.startup_timeout_s:.0f} s; last output:\n{tail}")
         tag, _, fields = self._ready.frame
@@ -324,6 +425,7 @@ class HolLightServer:
             "PG_CONFIG_nonce": _ocaml_string(self.nonce),
             "PG_CONFIG_uid_separation": "true" if os.geteuid() == 0 else "false",
             "PG_CONFIG_uid_base": str(int(self.cfg.worker_uid_base)),
+            "PG_CONFIG_type_desc": _type_desc_accessor(_ocaml_version()),
         }
         boot = (SERVER_SOURCES / "boot.ml").read_text(encoding="utf-8")
         boot = re.sub(r"PG_CONFIG_\w+", lambda m: values[m.group(0)], boot)
@@ -495,6 +597,10 @@ class HolLightVerifier(ProcessOwner):
             self._servers[base] = server
             return server
 
+    def prepare(self, task: Task) -> None:
+        """Start the server of ``task``'s base (minutes, once): the verifier pool runs this outside a check's deadline."""
+        self.server(str(task.metadata.get("base", "plain")))
+
     def prover_version(self, server: HolLightServer) -> str:
         return (f"HOL Light {server.info.get('hol_version', '?')} ({self.version}), "
                 f"OCaml {server.info.get('ocaml_version', '?')}")
@@ -513,7 +619,7 @@ class HolLightVerifier(ProcessOwner):
         goal = goal_text(task.statement)
         base = str(task.metadata.get("base", "plain"))
         try:
-            proof = validate_submission(proof)
+            proof = normalize_proof(validate_submission(proof))
         except InvalidSubmission as exc:
             return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
                                backend="precheck", prover_version=self.version, wall_s=time.monotonic() - start)
@@ -563,7 +669,8 @@ class HolLightVerifier(ProcessOwner):
                     server.inflight[key] -= 1
             if tag != "RESULT":
                 raise VerifierCrashed(f"unexpected reply {tag} from the HOL Light server")
-            verdict, category, reasons, messages, _wall_ms, goals = (f.decode("utf-8", "replace") for f in fields)
+            verdict, category, reasons, messages, _wall_ms = (f.decode("utf-8", "replace") for f in fields[:5])
+            goals = fields[5]
             if verdict == "ERROR" and reasons.startswith("no zygote for this context"):
                 with server._state_lock:
                     server.zygotes.pop(key, None)
@@ -598,6 +705,9 @@ class HolLightVerifier(ProcessOwner):
             tag, fields = server.request("CTX", [key, context, str(int(self.config.context_timeout_s * 1000))],
                                          self.config.context_timeout_s + self.config.grace_s)
             status = fields[0].decode() if fields else ""
+            if tag == "CTX" and status == "timeout":
+                raise ContextLoadError(f"the task's context timed out: {fields[1].decode('utf-8', 'replace')} "
+                                       f"(context_timeout_s={self.config.context_timeout_s:g})")
             if tag != "CTX" or status != "ok":
                 message = fields[1].decode("utf-8", "replace") if len(fields) > 1 else tag
                 tail = "\n".join(list(server._log)[-10:])
@@ -628,9 +738,41 @@ class HolLightVerifier(ProcessOwner):
             server.request("EVICT", [victim], 60)
 
 
-def _parse_goals(text: str) -> tuple[Goal, ...]:
-    goals = []
-    for item in text.split("\x1d") if text else ():
-        hyps, _, concl = item.partition("\x1e")
-        goals.append(Goal(tuple(h for h in hyps.split("\x1f") if h), concl))
-    return tuple(goals)
+def _parse_goals(data: bytes) -> tuple[Goal, ...]:
+    """Decode the worker's goals (``hol_light/boot.ml``, ``pg_encode_goals``): ``COUNT SHOWN``, then per
+    shown goal its hypothesis count and each text as ``LEN\\nBYTES``. Goals past the size budget are
+    counted, not shown: each becomes a placeholder, so that the number of goals stays exact."""
+    if not data:
+        return ()
+    pos = 0
+
+    def line() -> int:
+        nonlocal pos
+        end = data.index(b"\n", pos)
+        value = data[pos:end]
+        pos = end + 1
+        return int(value)
+
+    def text() -> str:
+        nonlocal pos
+        size = line()
+        if size < 0 or pos + size > len(data):
+            raise ValueError("a goal's text runs past the frame")
+        out = data[pos:pos + size].decode("utf-8", "replace")
+        pos += size
+        return out
+
+    try:
+        end = data.index(b"\n")
+        count, shown = (int(x) for x in data[:end].split())
+        pos = end + 1
+        goals = []
+        for _ in range(shown):
+            hyps = tuple(text() for _ in range(line()))
+            goals.append(Goal(hyps, text()))
+        if pos != len(data) or not 0 <= shown <= count:
+            raise ValueError("trailing bytes or bad counts")
+    except ValueError as exc:
+        raise VerifierCrashed(f"malformed goals from the HOL Light server: {exc}") from None
+    hidden = Goal((), f"(not shown: {count - shown} more goal(s) over the size limit of the verdict)")
+    return (*goals, *([hidden] * (count - shown)))

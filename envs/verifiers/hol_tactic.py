@@ -55,9 +55,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from proofgym.envs.errors import VerifierCrashed
+from proofgym.envs.errors import InvalidSubmission, VerifierCrashed
 from proofgym.envs.tasks.hol_extract import skip_comment, skip_string
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
+from proofgym.envs.verifiers.hol_light import normalize_proof
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 
 if TYPE_CHECKING:
@@ -476,9 +477,12 @@ class HolTacticSession:
             return StepResult(False, start, f"no goal {goal}: the state has {len(start.goals)}", Verdict.ERROR,
                               ErrorCategory.OTHER)
         try:
-            text = normalize_tactic(tactic) if isinstance(tactic, str) else None
+            # a step may be written as HOL Light's goalstack command (e(TAC);;): it means TAC
+            text = normalize_tactic(normalize_proof(tactic)) if isinstance(tactic, str) else None
         except TacticSyntaxError as exc:
             return StepResult(False, start, f"the tactic does not parse: {exc}", Verdict.ERROR, ErrorCategory.SYNTAX)
+        except InvalidSubmission as exc:
+            return StepResult(False, start, str(exc), Verdict.ERROR, ErrorCategory.SYNTAX)
         if text is None:
             return StepResult(False, start, "a tactic must be text", Verdict.ERROR, ErrorCategory.SYNTAX)
         budget = timeout_s or self.task.timeout_s

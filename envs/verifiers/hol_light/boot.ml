@@ -113,7 +113,10 @@ let pg_frame_buffered r =
 
 let pg_loaded_files : string list ref = ref []   (* every file HOL's use_file loaded, newest first *)
 
+let pg_before_file = ref (fun () -> ())   (* set below: keeps the recording parser installed *)
+
 let pg_note_file s =
+  !pg_before_file ();
   pg_loaded_files := s :: !pg_loaded_files;
   pg_log "loading %s (%.0f s)" s (Unix.gettimeofday () -. pg_t0)
 
@@ -172,7 +175,16 @@ let pg_bad_modules =
    "Effect"; "Printexc"; "Pcaml"; "Plexer"; "Quotation"; "Grammar"; "Pgsys"; "CamlinternalOO";
    "CamlinternalMod"; "CamlinternalLazy"; "Location"; "Lexer"; "Parse"; "Pparse"; "Stdlib__Obj"]
 
-(* Values whose use taints a definition: I/O, the process, the loader, the kernel's back doors. *)
+(* The kernel's only ways to extend the theory (fusion.ml): a new type or constant, a (type) definition,
+   an axiom, and mk_thm (which is new_axiom). They seed the taint, so every function that reaches one of
+   them is tainted too: new_definition, new_specification, define, define_type, define_quotient_type,
+   lift_function, new_inductive_definition ... A submission may not extend the theory at all (server.ml
+   also checks that constants(), types() and axioms() are the very lists they were before the proof). *)
+let pg_extension_names =
+  ["new_type"; "new_constant"; "new_basic_definition"; "new_basic_type_definition"; "new_axiom"; "mk_thm"]
+
+(* Values whose use taints a definition: I/O, the process, the loader, the kernel's back doors. They stay
+   tainted whatever (re)defines them: the name is the seed, wherever its binding came from. *)
 let pg_root_names =
   ["open_in"; "open_in_bin"; "open_in_gen"; "open_out"; "open_out_bin"; "open_out_gen"; "close_in";
    "close_in_noerr"; "close_out"; "close_out_noerr"; "input"; "input_line"; "input_char"; "input_byte";
@@ -180,17 +192,17 @@ let pg_root_names =
    "output_string"; "output_bytes"; "output_char"; "output_byte"; "output_binary_int"; "output_substring";
    "seek_in"; "seek_out"; "pos_in"; "pos_out"; "in_channel_length"; "out_channel_length"; "set_binary_mode_in";
    "set_binary_mode_out"; "read_line"; "read_int"; "read_int_opt"; "read_float"; "read_float_opt"; "exit";
-   "at_exit"; "do_at_exit"; "stdin"; "flush_all"; "mk_thm"; "new_axiom"; "CHEAT_TAC"; "file_of_string";
+   "at_exit"; "do_at_exit"; "stdin"; "flush_all"; "CHEAT_TAC"; "file_of_string";
    "string_of_file"; "exec"; "load"; "loads"; "loadt"; "needs"; "use_file"; "load_on_path"; "file_on_path";
    "hol_expand_directory"; "load_path"; "loaded_files"; "hol_dir"; "temp_path"; "use_file_raise_failure";
-   "file_loader"; "update_database"; "pg_note_file"]
+   "file_loader"; "update_database"; "pg_note_file"; "set_jrh_lexer"; "unset_jrh_lexer"]
+  @ pg_extension_names
 
-(* Names a submission may never use, even where untainted or rebound locally. *)
+(* Names a submission may never use, even where untainted or rebound locally: the roots, the global state
+   of the parser, the printer and the theory's bookkeeping, and proofgym's own pg_ namespace. By exact
+   name, never by substring: a task's own lemma may be called axiom_or, new_lemma or NO_CHEAT_THM. *)
 let pg_denied_name n =
   List.mem n pg_root_names
-  || (let has sub = pg_find_sub n sub 0 >= 0 in
-      has "unsafe" || has "jrh_lexer" || has "CHEAT" || has "cheat" || has "axiom")
-  || (String.length n >= 4 && String.sub n 0 4 = "new_")
   || (String.length n >= 3 && String.sub n 0 3 = "pg_")
   || List.mem n
        ["define"; "define_type"; "define_type_raw"; "prove_inductive_relations_exist";
@@ -200,7 +212,7 @@ let pg_denied_name n =
         "prioritize_overload"; "prioritize_num"; "prioritize_int"; "prioritize_real"; "hide_constant";
         "unhide_constant"; "install_user_printer"; "delete_user_printer"; "search"; "help"; "time"; ":=";
         "set_basic_rewrites"; "extend_basic_rewrites"; "set_basic_convs"; "extend_basic_convs";
-        "the_definitions";
+        "the_definitions"; "new_type_abbrev"; "remove_type_abbrev"; "the_axioms";
         "the_specifications"; "the_type_definitions"; "the_inductive_definitions"; "the_inductive_types";
         "the_projections"; "the_implicit_types"]
 
@@ -222,7 +234,8 @@ module SS = Set.Make (String)
    taints every name it touches (a ref that now holds a tainted function). The whitelist is every
    name a trusted source defines and leaves untainted. *)
 let pg_defined = ref SS.empty
-let pg_tainted = ref (SS.of_list pg_root_names)
+let pg_root_set = SS.of_list pg_root_names
+let pg_tainted = ref pg_root_set
 let pg_modules : (string, SS.t * SS.t) Hashtbl.t = Hashtbl.create 17   (* module -> (defined, tainted) *)
 let pg_taint_why : (string, string) Hashtbl.t = Hashtbl.create 997      (* name -> what tainted it *)
 
@@ -300,13 +313,119 @@ let pg_refs_of_expr (e : Parsetree.expression) =
   let r = walk e in
   (r, !assigns)
 
+(* Plain data cannot run anything when a proof uses it: a value whose type has no arrow, built from
+   theorems, terms, types, numbers, strings and booleans with tuples, lists, arrays and options. Such a
+   value stays usable however it was computed: the context's earlier lemmas (proved by CHEAT_TAC, as the
+   benchmark prescribes) and s2n-bignum's *_EXEC theorems, tuples built from a value that read the
+   routine's object file when the context loaded. Everything else is code, or may hide code (a record,
+   a variant, a ref, lazy, exn, an object, a type variable): it is judged by its taint. The types are
+   matched by path, resolved before any context ran, so a context's own [type thm = ...] is not data. *)
+let pg_ref_path : Path.t option ref = ref None
+let pg_data_paths : Path.t list ref =
+  ref [Predef.path_int; Predef.path_char; Predef.path_string; Predef.path_bool; Predef.path_unit;
+       Predef.path_float; Predef.path_list; Predef.path_array; Predef.path_option]
+
+(* HOL Light's thm, term, hol_type and num, resolved as soon as they exist (bindings are recorded while
+   the files load: pg_record_names), and no more once the base is loaded: a context's own [type thm] is
+   another type. *)
+let pg_data_pending = ref ["thm"; "term"; "hol_type"; "num"]
+let pg_data_final = ref false
+
+let pg_note_data_types () =
+  if not !pg_data_final then begin
+    let env = !Toploop.toplevel_env in
+    pg_data_pending := List.filter (fun name ->
+      match Env.find_type_by_name (Longident.Lident name) env with
+      | (p, _) ->
+          (* the path a value's type expands to: [include Hol] makes thm an alias of the abstract Hol.thm *)
+          let p = match PG_CONFIG_type_desc (Ctype.expand_head env (Ctype.newconstr p [])) with
+            | Types.Tconstr (q, _, _) -> q | _ -> p in
+          pg_data_paths := p :: !pg_data_paths; false
+      | exception Not_found -> true) !pg_data_pending;
+    if !pg_ref_path = None then
+      match Env.find_type_by_name (Longident.Lident "ref") env with
+      | (p, _) -> pg_ref_path := Some p
+      | exception Not_found -> ()
+  end
+
+let rec pg_data_type ~refs env depth ty =
+  depth < 100 &&
+  match PG_CONFIG_type_desc (Ctype.expand_head env ty) with
+  | Types.Ttuple tys -> List.for_all (pg_data_type ~refs env (depth + 1)) tys
+  | Types.Tconstr (p, args, _) ->
+      (List.exists (Path.same p) !pg_data_paths || (refs && Option.fold ~none:false ~some:(Path.same p) !pg_ref_path))
+      && List.for_all (pg_data_type ~refs env (depth + 1)) args
+  | _ -> false
+
+(* [refs]: a ref of data counts as data too. Not for the whitelist (a submission gets no refs), but for
+   the taint analysis: trusted code that keeps theorems in a ref (inductive_type_store) passes no code on. *)
+let pg_is_data ?(refs = false) n =
+  let env = !Toploop.toplevel_env in
+  match Env.find_value_by_name (Longident.Lident n) env with
+  | (_, vd) -> (try pg_data_type ~refs env 0 vd.Types.val_type with _ -> false)
+  | exception _ -> false
+
+(* Whether every binding of a name so far was plain data, recorded as each binding ran (the type of a
+   binding that a later one shadows is gone by the time the analysis runs). A tainted name passes no taint
+   on where all its bindings were data: a definition that reads a theorem runs nothing of what computed
+   it. Names never recorded (module members, anything not a toplevel let) pass their taint on. *)
+let pg_def_data : (string, bool) Hashtbl.t = Hashtbl.create 8192
+
+let pg_record_names names =
+  List.iter (fun n ->
+    let data = pg_is_data ~refs:true n in
+    Hashtbl.replace pg_def_data n (data && Option.value ~default:true (Hashtbl.find_opt pg_def_data n))) names
+
+let pg_phrase_names = function
+  | Parsetree.Ptop_def items ->
+      List.concat_map (fun (it : Parsetree.structure_item) -> match it.Parsetree.pstr_desc with
+        | Parsetree.Pstr_value (_, vbs) -> List.concat_map (fun vb -> pg_pat_vars vb.Parsetree.pvb_pat) vbs
+        | _ -> []) items
+  | Parsetree.Ptop_dir _ -> []
+
+(* Files are parsed whole before they run (Toploop.use_file), so the parser HOL Light installs (camlp5)
+   is wrapped: after each phrase that binds names comes [let () = pg_record_phrase K], which records
+   their types as they are right then. Reinstalled before every file, in case a file replaced the parser. *)
+let pg_pending_names : (int, string list) Hashtbl.t = Hashtbl.create 64
+let pg_pending_next = ref 0
+
+let pg_record_phrase k =
+  (match Hashtbl.find_opt pg_pending_names k with Some names -> pg_record_names names | None -> ());
+  Hashtbl.remove pg_pending_names k
+
+let pg_unwrapped_parser = ref !Toploop.parse_use_file
+
+let pg_recording_parser lb =
+  List.concat_map (fun ph ->
+    match pg_phrase_names ph with
+    | [] -> [ph]
+    | names ->
+        incr pg_pending_next;
+        Hashtbl.replace pg_pending_names !pg_pending_next names;
+        let call = Ast_helper.Exp.apply (Ast_helper.Exp.ident (Location.mknoloc (Longident.Lident "pg_record_phrase")))
+            [Asttypes.Nolabel, Ast_helper.Exp.constant (Ast_helper.Const.int !pg_pending_next)] in
+        let unit = Ast_helper.Pat.construct (Location.mknoloc (Longident.Lident "()")) None in
+        [ph; Parsetree.Ptop_def [Ast_helper.Str.value Asttypes.Nonrecursive [Ast_helper.Vb.mk unit call]]])
+    (!pg_unwrapped_parser lb)
+
+let () = pg_before_file := (fun () ->
+  pg_note_data_types ();
+  if !Toploop.parse_use_file != pg_recording_parser then begin
+    pg_unwrapped_parser := !Toploop.parse_use_file;
+    Toploop.parse_use_file := pg_recording_parser
+  end)
+
+let pg_passes_taint n =
+  SS.mem n pg_root_set || Hashtbl.find_opt pg_def_data n <> Some true || not (pg_is_data ~refs:true n)
+
 (* refs that some trusted code assigns a tainted value: never clean again *)
 let pg_tainted_refs = ref SS.empty
 let pg_current_file = ref ""
 
 let rec pg_analyse_items (items : Parsetree.structure) (defined : SS.t ref) (tainted : SS.t ref) =
-  let bad lid = pg_bad_lid lid || (match pg_lid_parts lid with
-      | [n] -> SS.mem n !tainted || SS.mem n !pg_tainted_refs | _ -> false) in
+  let bad lid = match pg_lid_parts lid with
+    | [n] -> (SS.mem n !pg_tainted || SS.mem n !tainted || SS.mem n !pg_tainted_refs) && pg_passes_taint n
+    | _ -> pg_bad_lid lid in
   let note_assigns assigns =
     List.iter (fun (r, rhs) -> match List.find_opt bad rhs with
       | Some culprit when not (SS.mem r !pg_tainted_refs) ->
@@ -328,7 +447,7 @@ let rec pg_analyse_items (items : Parsetree.structure) (defined : SS.t ref) (tai
               if not (SS.mem n !tainted) then
                 Hashtbl.replace pg_taint_why n (pg_lid_name lid ^ " in " ^ !pg_current_file);
               tainted := SS.add n !tainted
-          | None -> tainted := SS.remove n !tainted) names
+          | None -> if not (SS.mem n pg_root_set) then tainted := SS.remove n !tainted) names
     | Parsetree.Pstr_eval (e, _) -> note_assigns (snd (pg_refs_of_expr e))
     | Parsetree.Pstr_primitive vd ->
         defined := SS.add vd.Parsetree.pval_name.Location.txt !defined;
@@ -361,7 +480,7 @@ let pg_analyse_phrases phrases =
 let pg_parse_text name text =
   let lb = Lexing.from_string text in
   Lexing.set_filename lb name;
-  !Toploop.parse_use_file lb
+  (if !Toploop.parse_use_file == pg_recording_parser then !pg_unwrapped_parser else !Toploop.parse_use_file) lb
 
 let pg_parse_file path =
   try pg_parse_text path (pg_read_file path)
@@ -372,17 +491,8 @@ let pg_analyse_files paths =
   let parsed = List.map (fun p -> (p, pg_parse_file p)) paths in
   let pass () = List.iter (fun (p, phrases) -> pg_current_file := p; pg_analyse_phrases phrases) parsed in
   pass ();
-  pg_defined := SS.empty; pg_tainted := SS.of_list pg_root_names; Hashtbl.reset pg_modules; Hashtbl.reset pg_taint_why;
+  pg_defined := SS.empty; pg_tainted := pg_root_set; Hashtbl.reset pg_modules; Hashtbl.reset pg_taint_why;
   pass ()
-
-(* A theorem, term or type is data, not code: the context's earlier lemmas (proved by CHEAT_TAC,
-   as the benchmark prescribes) stay usable although their definitions name CHEAT_TAC. *)
-let pg_data_types = ["thm"; "term"; "hol_type"; "thm list"; "term list"; "hol_type list"; "(string * thm) list"]
-
-let pg_is_data n =
-  match Env.find_value_by_name (Longident.Lident n) !Toploop.toplevel_env with
-  | (_, vd) -> List.mem (Format.asprintf "%a" Printtyp.type_scheme vd.Types.val_type) pg_data_types
-  | exception _ -> false
 
 let pg_allowed n =
   SS.mem n !pg_defined && not (pg_denied_name n) && (not (SS.mem n !pg_tainted) || pg_is_data n)
@@ -551,6 +661,39 @@ let pg_vet_submission text =
   e
 
 (* ------------------------------------------------------------------------------------------ *)
+(* what a verdict may carry                                                                    *)
+
+(* A verdict frame stays well under the zygote's limit (pg_max_verdict) whatever the proof left: each
+   text is capped, and goals past the budget are counted but not shown. A FAIL stays a FAIL. *)
+let pg_text_cap = 65536
+let pg_goals_budget = 262144
+let pg_max_verdict = 1048576
+
+let pg_cap n s =
+  if String.length s <= n then s
+  else String.sub s 0 n ^ Printf.sprintf " ... [%d more bytes not shown]" (String.length s - n)
+
+(* Goals as "COUNT SHOWN\n", then for each shown goal "NHYPS\n" and its hypotheses and conclusion, each
+   as "LEN\nBYTES". Lengths, not separators: a term prints as whatever its names are (mk_var takes any
+   string), so no separator byte can be trusted not to occur in one. [goals] render lazily: a proof may
+   leave a million, and only those that fit the budget are printed. *)
+let pg_encode_goals (goals : (unit -> string list * string) list) =
+  let b = Buffer.create 4096 in
+  let budget = ref pg_goals_budget and shown = ref 0 in
+  let text s =
+    let s = pg_cap (min pg_text_cap !budget) s in
+    budget := !budget - String.length s;
+    Buffer.add_string b (string_of_int (String.length s)); Buffer.add_char b '\n'; Buffer.add_string b s in
+  List.iter (fun g ->
+    if !budget > 0 then begin
+      let hyps, concl = g () in
+      incr shown;
+      Buffer.add_string b (string_of_int (List.length hyps)); Buffer.add_char b '\n';
+      List.iter text hyps; text concl
+    end) goals;
+  Printf.sprintf "%d %d\n" (List.length goals) !shown ^ Buffer.contents b
+
+(* ------------------------------------------------------------------------------------------ *)
 (* HOL-side hooks, filled in by server.ml (HOL syntax) once HOL Light is loaded                *)
 
 (* [pg_prepare goal_text] parses the goal (trusted text) and returns the function that runs a
@@ -563,6 +706,14 @@ let pg_hol_version = ref "unknown"
 (* isolation                                                                                   *)
 
 let pg_int_of_fd (fd : Unix.file_descr) : int = Obj.magic fd
+
+(* OCaml numbers signals its own way (Sys.sigalrm is -2): name them, the way a user reads them *)
+let pg_signal_name s =
+  let names = [Sys.sigabrt, "SIGABRT"; Sys.sigalrm, "SIGALRM"; Sys.sigbus, "SIGBUS"; Sys.sigfpe, "SIGFPE";
+               Sys.sighup, "SIGHUP"; Sys.sigill, "SIGILL"; Sys.sigint, "SIGINT"; Sys.sigkill, "SIGKILL";
+               Sys.sigpipe, "SIGPIPE"; Sys.sigquit, "SIGQUIT"; Sys.sigsegv, "SIGSEGV"; Sys.sigterm, "SIGTERM";
+               Sys.sigusr1, "SIGUSR1"; Sys.sigusr2, "SIGUSR2"; Sys.sigxcpu, "SIGXCPU"; Sys.sigxfsz, "SIGXFSZ"] in
+  match List.assoc_opt s names with Some n -> n | None -> Printf.sprintf "signal %d" s
 let pg_uid_separation = ref false
 
 (* One small buffer for the /proc files the root and the zygotes read while serving (a zygote polls each
@@ -612,16 +763,31 @@ let pg_processes () =
       | Some pid -> (match stat pid with Some p -> p :: acc | None -> acc)
       | None -> acc) [] (try Sys.readdir "/proc" with Sys_error _ -> [||])
 
-(* SIGKILL every live process that [doomed pid ppid] picks, pass after pass until none is left (a fork
-   bomb refills while it dies; the server's pids cgroup bounds it), for at most 5 seconds. *)
-let pg_kill_until_gone doomed =
+(* Kill every process that [doomed pid ppid] picks and wait until it is gone, zombies included (a zombie
+   still holds its slot in the server's pids cgroup). A fork bomb refills whatever a plain SIGKILL frees,
+   so each pass first SIGSTOPs what still runs: a stopped process cannot fork, keeps its pids slot and
+   so leaves no room for a new one. Only when every victim is stopped does SIGKILL go out, and then no
+   victim can start another. This needs no timing: on a loaded machine it takes more passes, not luck.
+   The cap only bounds a process that never stops (uninterruptible sleep); it is logged. *)
+let pg_kill_until_gone ?(reap = false) doomed =
   if pg_own_pid_ns then begin
-    let stop = Unix.gettimeofday () +. 5.0 in
+    let give_up = Unix.gettimeofday () +. 120.0 in
     let rec pass () =
-      let victims = List.filter (fun (pid, ppid, state) -> state <> "Z" && state <> "X" && doomed pid ppid)
-          (pg_processes ()) in
-      List.iter (fun (pid, _, _) -> try Unix.kill pid Sys.sigkill with Unix.Unix_error _ -> ()) victims;
-      if victims <> [] && Unix.gettimeofday () < stop then (Unix.sleepf 0.002; pass ()) in
+      let victims = List.filter (fun (pid, ppid, _) -> doomed pid ppid) (pg_processes ()) in
+      let running = List.filter (fun (_, _, st) -> not (List.mem st ["T"; "t"; "Z"; "X"])) victims in
+      let live = List.filter (fun (_, _, st) -> st <> "Z" && st <> "X") victims in
+      let signal s l = List.iter (fun (pid, _, _) -> try Unix.kill pid s with Unix.Unix_error _ -> ()) l in
+      if victims = [] then ()
+      else if Unix.gettimeofday () > give_up then begin
+        signal Sys.sigkill live;
+        pg_log "sweep: %d process(es) still there after 120 s" (List.length victims)
+      end else begin
+        if running <> [] then signal Sys.sigstop live      (* the stopped ones too: one may have been resumed *)
+        else if live <> [] then signal Sys.sigkill live    (* all stopped: none can fork any more *)
+        else if reap then (try ignore (Unix.waitpid [] (-1)) with Unix.Unix_error _ -> ())  (* our own children *)
+        else Unix.sleepf 0.001;                            (* zombies: their parent (bwrap's init) reaps them *)
+        pass ()
+      end in
     pass ()
   end
 
@@ -638,7 +804,9 @@ let pg_quiet_gc () =
 (* worker                                                                                      *)
 
 let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
-  let reply o = pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" o.reasons; o.detail; o.goals] in
+  let reply o =
+    let reasons = List.map (pg_cap 4096) (List.filteri (fun i _ -> i < 16) o.reasons) in
+    pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" reasons; pg_cap pg_text_cap o.detail; o.goals] in
   let outcome =
     try
       Gc.set !pg_gc_normal;
@@ -726,12 +894,15 @@ let pg_zygote ~cmd_fd ~res_fd =
     let verdict, category, reasons, detail, goals =
       if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "")
       else if j.killed = "memory" then ("ERROR", "resource", "the tactic used more memory than allowed and was killed", "", "")
+      else if Buffer.length j.vbuf >= pg_max_verdict then
+        (* cannot happen with the caps above; if it does, say so: it is not a dead worker to retry *)
+        ("ERROR", "resource", "the worker's verdict was over the frame limit and was dropped", "", "")
       else match pg_parse_verdict (Buffer.contents j.vbuf) with
         | Some v -> v
         | None ->
             let how = match status with
               | Unix.WEXITED c -> Printf.sprintf "exited with status %d" c
-              | Unix.WSIGNALED s -> Printf.sprintf "was killed by signal %d" s
+              | Unix.WSIGNALED s -> "was killed by " ^ pg_signal_name s
               | Unix.WSTOPPED s -> Printf.sprintf "stopped by signal %d" s in
             ("ERROR", "resource", "the worker " ^ how ^ " without a verdict", "", "") in
     let messages = String.concat "\n" (List.filter (fun s -> s <> "") [detail; output]) in
@@ -774,7 +945,7 @@ let pg_zygote ~cmd_fd ~res_fd =
       | exception (Pg_eof | Failure _) -> List.iter (fun j -> kill j "") !jobs; Unix._exit 0
     end;
     List.iter (fun j ->
-      if List.mem j.jverdict readable then j.vdone <- pg_drain j.jverdict j.vbuf 1048576 = `Eof;
+      if List.mem j.jverdict readable then j.vdone <- pg_drain j.jverdict j.vbuf pg_max_verdict = `Eof;
       if List.mem j.jout readable then j.odone <- pg_drain j.jout j.obuf pg_max_output = `Eof) !jobs;
     let now = Unix.gettimeofday () in
     List.iter (fun j ->
@@ -788,17 +959,37 @@ let pg_zygote ~cmd_fd ~res_fd =
       | Some st ->
           (* read what is left: the verdict is complete once the worker is gone *)
           let rec rest fd buf limit = if pg_drain fd buf limit = `Data then rest fd buf limit in
-          rest j.jverdict j.vbuf 1048576;
+          rest j.jverdict j.vbuf pg_max_verdict;
           rest j.jout j.obuf pg_max_output;
           Unix.close j.jverdict; Unix.close j.jout;
           finish j st; false) !jobs
   done
 
+(* A context runs its phrases and whatever they load (needs, loadt, loads). The names all of that defines
+   are judged exactly as the base's are: the same two-pass taint analysis over the same sources, in the
+   order they ran (a phrase after the files it loaded), on top of the base's result. The zygote is a fork:
+   the root's whitelist is untouched. *)
 let pg_load_context name text =
   let phrases = pg_parse_text name text in
-  pg_analyse_phrases phrases;
+  let ran = ref [] in   (* newest first: `File path | `Phrase phrase *)
   List.iter (fun ph ->
-    if not (Toploop.execute_phrase true Format.std_formatter ph) then failwith "a phrase of the context failed") phrases
+    let before = !pg_loaded_files in
+    let ok = Toploop.execute_phrase true Format.std_formatter ph in
+    if ok then pg_record_names (pg_phrase_names ph);
+    let rec added l = if l == before then [] else match l with f :: rest -> f :: added rest | [] -> [] in
+    ran := `Phrase ph :: (List.map (fun f -> `File f) (added !pg_loaded_files)) @ !ran;
+    if not ok then failwith "a phrase of the context failed") phrases;
+  let sources = List.rev_map (function
+      | `File path -> (path, pg_parse_file path)
+      | `Phrase ph -> (name, [ph])) !ran in
+  let defined = !pg_defined and tainted = !pg_tainted in
+  let modules = Hashtbl.copy pg_modules and why = Hashtbl.copy pg_taint_why in
+  let pass () = List.iter (fun (p, phrases) -> pg_current_file := p; pg_analyse_phrases phrases) sources in
+  pass ();
+  pg_defined := defined; pg_tainted := tainted;
+  Hashtbl.reset pg_modules; Hashtbl.iter (Hashtbl.replace pg_modules) modules;
+  Hashtbl.reset pg_taint_why; Hashtbl.iter (Hashtbl.replace pg_taint_why) why;
+  pass ()
 
 (* ------------------------------------------------------------------------------------------ *)
 (* root                                                                                        *)
@@ -806,7 +997,9 @@ let pg_load_context name text =
 type pg_zyg = {
   zkey : string; zpid : int; zcmd : Unix.file_descr; zres : pg_reader; mutable zjobs : string list;
   mutable zloading : string option;  (* the CTX request it has not answered yet *)
-  zdeadline : float;  (* when loading it must be done: the root kills it then, whatever it ignores *) }
+  zdeadline : float;  (* when loading it must be done: the root kills it then, whatever it ignores *)
+  ztimeout_s : float;
+  zalarm : float;  (* the earliest time its own SIGALRM can end its load *) }
 
 let pg_root () =
   let r = pg_reader Unix.stdin in
@@ -816,19 +1009,26 @@ let pg_root () =
   let reap z = (try Unix.close z.zcmd with _ -> ()); (try Unix.close z.zres.rfd with _ -> ());
     (try Unix.kill z.zpid Sys.sigkill with _ -> ()); (try ignore (Unix.waitpid [] z.zpid) with _ -> ());
     Hashtbl.remove zygotes z.zkey in
-  let lost z why =
-    (match z.zloading with
-     | Some id -> out "CTX" id ["fail"; "the context's zygote died while loading it (" ^ why ^ ")"; "0"; "0"; "0"]
-     | None -> ());
-    List.iter (fun id -> out "RESULT" id ["ERROR"; "resource"; "the context's zygote died during the attempt (" ^ why ^ ")"; ""; "0"; ""]) z.zjobs;
-    out "ZDIED" "0" [z.zkey; why]; reap z in
   (* Anything that is not bwrap's init, the root, a zygote or a zygote's child (a worker) was left by a
-     context (a fork bomb, a daemon): nothing may outlive the zygote that started it. *)
+     context (a fork bomb, a daemon): nothing may outlive the zygote that started it. The sweep is over
+     before the root answers, so the next request finds the pids cgroup as the context found it. *)
   let sweep () =
     let self = Unix.getpid () in
     let live = Hashtbl.fold (fun _ z acc -> z.zpid :: acc) zygotes [] in
     pg_kill_until_gone (fun pid ppid -> pid <> 1 && pid <> self && not (List.mem pid live) && not (List.mem ppid live)) in
+  (* A zygote is gone: kill and reap it, sweep what it left, and only then answer what it owed. *)
+  let lost ?(timed_out = false) z why =
+    reap z; sweep ();
+    (match z.zloading with
+     | Some id when timed_out || why = pg_signal_name Sys.sigalrm ->
+         out "CTX" id ["timeout"; Printf.sprintf "the context was still loading after %.0f s, its deadline, and was killed"
+                                    z.ztimeout_s; "0"; "0"; "0"]
+     | Some id -> out "CTX" id ["fail"; "the context's zygote died while loading it (" ^ why ^ ")"; "0"; "0"; "0"]
+     | None -> ());
+    List.iter (fun id -> out "RESULT" id ["ERROR"; "resource"; "the context's zygote died during the attempt (" ^ why ^ ")"; ""; "0"; ""]) z.zjobs;
+    out "ZDIED" "0" [z.zkey; why] in
   let new_zygote id key text timeout_ms =
+    let started = Unix.gettimeofday () in
     let c_r, c_w = Unix.pipe ~cloexec:false () in
     let r_r, r_w = Unix.pipe ~cloexec:false () in
     match Unix.fork () with
@@ -850,7 +1050,7 @@ let pg_root () =
              ignore (Unix.alarm 0);
              (* the zygote forks workers only: whatever the context started dies now (the root sweeps orphans) *)
              let self = Unix.getpid () in
-             pg_kill_until_gone (fun _ ppid -> ppid = self);
+             pg_kill_until_gone ~reap:true (fun _ ppid -> ppid = self);
              (try while fst (Unix.waitpid [Unix.WNOHANG] (-1)) > 0 do () done with Unix.Unix_error _ -> ());
              Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
              pg_quiet_gc ();
@@ -865,7 +1065,8 @@ let pg_root () =
         Unix.close c_r; Unix.close r_w;
         Hashtbl.replace zygotes key
           { zkey = key; zpid = pid; zcmd = c_w; zres = pg_reader r_r; zjobs = []; zloading = Some id;
-            zdeadline = Unix.gettimeofday () +. float timeout_ms /. 1000. +. 2.0 } in
+            zdeadline = Unix.gettimeofday () +. float timeout_ms /. 1000. +. 2.0;
+            ztimeout_s = float timeout_ms /. 1000.; zalarm = started +. float (max 1 (timeout_ms / 1000)) } in
   while true do
     let zs = Hashtbl.fold (fun _ z acc -> z :: acc) zygotes [] in
     let buffered = pg_frame_buffered r || List.exists (fun z -> pg_frame_buffered z.zres) zs in
@@ -913,25 +1114,35 @@ let pg_root () =
       if List.mem z.zres.rfd readable || pg_frame_buffered z.zres then
         match pg_read_frame z.zres with
         | (tag, id, fields) ->
-            if tag = "RESULT" then z.zjobs <- List.filter (fun j -> j <> id) z.zjobs;
-            if tag = "CTX" then z.zloading <- None;
-            if tag = "CTX" && List.hd fields <> "ok" then reap z;
-            out tag id fields;
-            if tag = "CTX" then sweep ()
+            if tag = "RESULT" then begin
+              z.zjobs <- List.filter (fun j -> j <> id) z.zjobs;
+              (* the pids cgroup was full: clear out what holds it before the client asks again *)
+              (match fields with
+               | _ :: _ :: reason :: _ when pg_find_sub reason "could not start a worker" 0 = 0 -> sweep ()
+               | _ -> ())
+            end;
+            if tag = "CTX" then begin
+              z.zloading <- None;
+              if List.hd fields <> "ok" then reap z;
+              sweep ()
+            end;
+            out tag id fields
         | exception (Pg_eof | Failure _) ->
             let why = match Unix.waitpid [Unix.WNOHANG] z.zpid with
               | (0, _) -> "closed its pipe"
               | (_, Unix.WEXITED c) -> Printf.sprintf "exit %d" c
-              | (_, Unix.WSIGNALED s) -> Printf.sprintf "signal %d" s
+              | (_, Unix.WSIGNALED s) -> pg_signal_name s
               | _ -> "stopped"
               | exception _ -> "gone" in
-            if Hashtbl.mem zygotes z.zkey then (lost z why; sweep ())) zs;
+            (* its alarm cannot fire before zalarm: a zygote that dies loading after that ran out of time *)
+            if Hashtbl.mem zygotes z.zkey then
+              lost ~timed_out:(z.zloading <> None && Unix.gettimeofday () >= z.zalarm) z why) zs;
     let now = Unix.gettimeofday () in
     List.iter (fun z ->
       if z.zloading <> None && now >= z.zdeadline && Hashtbl.mem zygotes z.zkey then begin
         (* its own alarm did not end it (a context may ignore SIGALRM): SIGKILL cannot be ignored *)
         (try Unix.kill z.zpid Sys.sigkill with Unix.Unix_error _ -> ());
-        lost z "it ran past the context's deadline and was killed"; sweep ()
+        lost ~timed_out:true z "it ran past the context's deadline and was killed"
       end) zs
   done
 
@@ -952,6 +1163,9 @@ let () =
     if PG_CONFIG_cwd <> "" then Sys.chdir PG_CONFIG_cwd;
     if PG_CONFIG_setup <> "" then begin pg_note_file PG_CONFIG_setup; pg_use PG_CONFIG_setup end;
     pg_use PG_CONFIG_server;
+    pg_note_data_types ();
+    if !pg_data_pending <> [] then pg_log "whitelist: types %s not found: not data" (String.concat ", " !pg_data_pending);
+    pg_data_final := true;
     let t = Unix.gettimeofday () in
     pg_analyse_files (List.rev !pg_loaded_files);
     let n_allowed = SS.cardinal (SS.filter pg_allowed !pg_defined) in
