@@ -132,6 +132,10 @@ def test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval(tmp_path, tau
     run = read_offline_run(result.wandb_dir)
     keys = set().union(*run["history"])
     assert {"train/reward", "train/proof/ok_rate", "train/verifier/seconds", "heldout/proof/pass@1"} <= keys
+    # each task's pass rate over training: a table and a plot
+    assert {"task_pass_rate._type", "charts/task_pass_rate_table._type", "charts/task_pass_rate_image._type"} <= keys
+    assert {"task_id", "category", "proof"} <= set(table.columns)
+    assert set(table["task_id"]) <= {t.id for t in load_tasks(tiny_suite)}
     assert any(k.startswith("heldout/category/") for k in keys)
     assert run["config"]["suite"] == str(tiny_suite) and run["config"]["max_turns"] == 1
 
