@@ -50,6 +50,8 @@ HARD = "Lemma hard (n : nat) : n + 0 = n."
     pytest.param("Set Implicit Arguments.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Set Implicit",
                  id="harmless-option"),
     pytest.param("```coq\nProof. auto. Qed.\n```\nDone.", ("Proof.", "(auto).", "Qed."), "fenced", id="fences"),
+    pytest.param("**Proof.**\nauto.\nQed.", ("Proof.", "(auto).", "Qed."), "Markdown", id="bold-proof-line"),
+    pytest.param("Proof.\n**auto. **\nQed.", ("Proof.", "**", "(auto).", "**", "Qed."), "", id="bullets-not-bold"),
 ])
 def test_slips_are_normalised(proof: str, sentences: tuple[str, ...], note: str) -> None:
     norm = normalize_proof(proof, HARD)
@@ -211,6 +213,8 @@ SLIPS = [
       Verdict.OK, id="allowed-axiom-task-statement-and-require"),
     S("monoid", "```coq\n" + MONOID_PROOF + "\n```", Verdict.OK, id="markdown-fence"),
     S("monoid", MONOID_PROOF[:-1], Verdict.OK, id="qed-without-period"),
+    S("hard", "**Proof.**\ninduction n; simpl; auto.\nQed.", Verdict.OK, id="markdown-bold-proof"),
+    S("hard", "Proof.\u00a0induction n; simpl; auto. Qed.", Verdict.OK, id="no-break-space"),
 ]
 
 

@@ -59,6 +59,24 @@ def test_parse_assumptions():
     assert parse_assumptions("Closed under the global context") == ([], [])
 
 
+def test_allow_list_matches_full_names_and_only_unique_short_ones():
+    from proofgym.envs.verifiers.coq import _disallowed, _session_name
+
+    classic = "Coq.Logic.Classical_Prop.classic"
+    env = frozenset({classic, _session_name("PG.ProofgymSubmission.M.classic"), "Coq.Logic.Eqdep.Eq_rect_eq.eq_rect_eq"})
+    assert _session_name("PG.ProofgymSubmission.M.classic") == "Top.M.classic"
+    assert _disallowed(classic, frozenset({classic}), lambda: env) == ""
+    assert "outside the allow-list" in _disallowed("Top.M.classic", frozenset({classic}), lambda: env)
+    # A short name that two axioms of the environment share allows neither.
+    assert "ambiguous" in _disallowed(classic, frozenset({"classic"}), lambda: env)
+    assert "ambiguous" in _disallowed("Top.M.classic", frozenset({"classic"}), lambda: env)
+    assert _disallowed("Coq.Logic.Eqdep.Eq_rect_eq.eq_rect_eq", frozenset({"eq_rect_eq"}), lambda: env) == ""
+    assert _disallowed(classic, frozenset({"Classical_Prop.classic"}), lambda: env) == ""
+    assert "cannot be decided" in _disallowed(classic, frozenset({"classic"}), lambda: None)
+    # Kernel primitives only by their full name.
+    assert "primitive" in _disallowed("Coq.Numbers.Cyclic.Int63.PrimInt63.int", frozenset({"int"}), lambda: env)
+
+
 def test_audit_context_closes_blocks_and_drops_signatures():
     ctx, closings = audit_context("Module Nat <: NAxiomsSig.\nSection S.\nVariable x : nat.\n")
     assert ctx.startswith("Module Nat.\n") and closings == "\nEnd S.\nEnd Nat."

@@ -84,6 +84,7 @@ _ASSUME_RE = re.compile(rf"^{_PREFIXES}(?:Axioms?|Parameters?|Conjectures?|Hypot
                         r"(?:[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)*\s*:|[({`\[])")
 _LET_RE = re.compile(r"^Let\s+[A-Za-z_][\w']*\s*(?:[:({\[]|:=)")
 _END_BLOCK_RE = re.compile(r"^End\s+([A-Za-z_][\w']*)\s*\.$")
+_BOLD_LINE_RE = re.compile(r"^([ \t]*)\*\*([A-Za-z](?:[^*\n]*[^\s*])?)\*\*[ \t]*$", re.M)
 _FENCE_LINE_RE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 _BLOCK_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+[A-Za-z_][\w']*")
 
@@ -343,6 +344,12 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     if typographic != proof:
         proof = typographic
         notes.append("replaced typographic characters (no-break spaces, curly quotes, U+2212) by ASCII")
+    # ``**Proof.**`` on a line of its own is Markdown emphasis: Coq cannot read it at all (a
+    # period followed by ``*`` ends no sentence), so the emphasis is all it can mean.
+    unbold = _BOLD_LINE_RE.sub(r"\1\2", proof)
+    if unbold != proof:
+        proof = unbold
+        notes.append("removed Markdown emphasis around a line")
     sentences: list[Sentence] = []
     tail = ""
     unlexed = ""  # text after a ``Proof <term>.`` that does not lex: read as text after the proof
