@@ -16,6 +16,7 @@ from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.training.rewards import (
     HARNESS,
     Outcome,
+    PermutedReward,
     VerifierReward,
     batch_metrics,
     check_reward_policy,
@@ -210,3 +211,19 @@ def test_malformed_attempts_earn_zero_and_only_exploits_earn_minus_one_on_real_c
     verdicts = [o.verdict for o in reward.last_outcomes]
     assert rewards == [0.0, 0.0, 0.0, -1.0, 1.0], verdicts
     assert verdicts[3:] == ["CHEATING", "OK"] and "CHEATING" not in verdicts[:3]
+
+
+def test_the_permuted_reward_control_keeps_the_rewards_and_loses_which_completion_earned_them(tiny_suite):
+    tasks = load_tasks(tiny_suite)
+    proofs = ["ok", "fail", "crash", "cheat", "fail", "ok", "fail", "fail"]
+    with LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier") as pool:
+        inner = VerifierReward(tasks, pool)
+        control = PermutedReward(inner, seed=1)
+        shuffled = [control(prompts=["p"] * 8, completions=[fenced(p) for p in proofs], task_id=["tiny.lia"] * 8)
+                    for _ in range(4)]
+    true = [1.0, 0.0, None, -1.0, 0.0, 1.0, 0.0, 0.0]
+    for rewards in shuffled:
+        assert rewards[2] is None  # a harness failure stays unscored
+        assert sorted(r for r in rewards if r is not None) == sorted(r for r in true if r is not None)
+    assert any(rewards != true for rewards in shuffled)
+    assert control.last_metrics["proof/ok_rate"] == 2 / 7 and control.__name__ == "verifier"  # true metrics

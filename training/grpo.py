@@ -48,7 +48,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     from proofgym.training.curriculum import CurriculumCallback, PassRateCurriculum
     from proofgym.training.data import grpo_rows, to_dataset
     from proofgym.training.grpo_trainer import ProofGRPOTrainer
-    from proofgym.training.rewards import VerifierReward, check_reward_policy
+    from proofgym.training.rewards import PermutedReward, VerifierReward, check_reward_policy
     from proofgym.training.rollout import RepairRollout
 
     try:  # before prepare_run: a reward policy that would teach the wrong thing fails first, without a prover
@@ -96,7 +96,10 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
                 on_estimate=lambda step, counts: pass_rates.add(step, counts, "curriculum"))
         callbacks = [c for c in (curriculum_callback, evaluator, interrupt, MetricsPrinter(), TrainingHealthCallback(),
                                  pass_rates) if c is not None]
-        trainer = ProofGRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=to_dataset(rows),
+        if cfg.control_permute_rewards:
+            announce("control run: the verifier's rewards are shuffled across each batch (control_permute_rewards)")
+        reward_func = PermutedReward(reward, seed=cfg.seed) if cfg.control_permute_rewards else reward
+        trainer = ProofGRPOTrainer(model=model, reward_funcs=[reward_func], args=cfg, train_dataset=to_dataset(rows),
                                    processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
                                    rollout_func=rollout, environment_factory=environments, curriculum=curriculum)
         if curriculum_callback is not None:

@@ -60,6 +60,10 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         default=16, metadata={"help": "Prompts per generation call in a curriculum estimate."})
     curriculum_max_tokens: int = field(
         default=0, metadata={"help": "Tokens per reply in a curriculum estimate (0: max_completion_length)."})
+    control_permute_rewards: bool = field(
+        default=False, metadata={"help": "Negative control for experiments: shuffle the verifier's rewards across "
+                                         "each batch before GRPO sees them (same reward distribution, no relation "
+                                         "to the completions). Metrics stay the true ones. Never for real training."})
     tool_env: bool = field(
         default=False, metadata={"help": "Give the policy a check_proof tool (TRL environment_factory): it may test "
                                          "proofs before answering; the final answer is rewarded. Needs a chat "

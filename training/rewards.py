@@ -309,3 +309,38 @@ class VerifierReward:
             log_extra("reasons", ["; ".join(o.reasons) or o.harness_error for o in outcomes])
             log_extra("turns", [o.turns for o in outcomes])
         return [o.reward for o in outcomes]
+
+
+class PermutedReward:
+    """A negative control: the wrapped reward's values, shuffled across the batch before GRPO sees them.
+
+    Every completion still gets checked and every metric is the true one (the wrapped reward logs
+    them), but which completion earns which reward is random, so the rewards keep their
+    distribution and lose their relation to what was written. A learning curve that rises under
+    this control measures something other than learning from the verifier (noise, the warm start,
+    the evaluation). Harness failures (``None``) stay where they are.
+
+    Args:
+        reward: The reward function to wrap (a :class:`VerifierReward`).
+        seed: Seed of the shuffles.
+    """
+
+    def __init__(self, reward: VerifierReward, *, seed: int = 0) -> None:
+        import random
+
+        self.reward = reward
+        self.__name__ = reward.__name__
+        self._rng = random.Random(seed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["reward"], name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
+        rewards = self.reward(*args, **kwargs)
+        scored = [i for i, r in enumerate(rewards) if r is not None]
+        values = [rewards[i] for i in scored]
+        self._rng.shuffle(values)
+        out = list(rewards)
+        for i, value in zip(scored, values, strict=True):
+            out[i] = value
+        return out
