@@ -85,8 +85,12 @@ def test_requires_are_left_to_the_verifier() -> None:
     norm = normalize_proof("From Coq Require Import Arith Lia.\nRequire List.\nProof. lia. Qed.", HARD)
     assert [(r.root, r.names, r.imports) for r in norm.requires] == [("Coq", ("Arith", "Lia"), True),
                                                                       ("", ("List",), False)]
-    assert norm.with_imports(["Coq.Arith.Arith"], []).sentences == ("Proof.", "Import Coq.Arith.Arith.", "(lia).",
-                                                                     "Qed.")
+    assert norm.with_imports([["Coq.Arith.Arith"], []], []).sentences == (
+        "Proof.", "Import Coq.Arith.Arith.", "(lia).", "Qed.")
+    inside = normalize_proof("Proof. intros. Require Import Lia. lia. Qed.", HARD)
+    assert inside.requires[0].at == 2
+    assert inside.with_imports([["Coq.micromega.Lia"]], []).sentences == (
+        "Proof.", "(intros).", "Import Coq.micromega.Lia.", "(lia).", "Qed.")
 
 
 def test_lexer_cuts_a_glued_bullet_as_coq_does() -> None:
@@ -196,6 +200,10 @@ SLIPS = [
       id="require-that-brings-the-original-lemma"),
     S("hard", "Import Foo.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR, "Import Foo",
       id="import-of-no-module"),
+    S("lists", "Proof.\n  Require Import List.\n  apply rev_involutive.\nQed.", Verdict.OK,
+      id="require-of-a-loaded-library-inside-the-proof"),
+    S("arith", "Proof. intros. From Coq Require Import Arith. apply Nat.add_comm. Qed.", Verdict.OK,
+      id="from-require-of-a-loaded-library-inside-the-proof"),
     # -- Proof repeated, Proof using -------------------------------------------------------------------------
     S("app_nil_r", "Proof.\n" + APP, Verdict.OK, id="proof-repeated"),
     S("app_nil_r", "Proof. Proof using." + APP[len("Proof."):], Verdict.OK, id="proof-using-after-proof"),

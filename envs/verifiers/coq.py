@@ -286,18 +286,22 @@ class CoqVerifier(ProcessOwner):
         A ``Require`` is provably harmless only when Coq says its library is already loaded
         by the context: then it is dropped, and its ``Import`` runs inside the proof (after the
         statement, which it therefore cannot change). Loading anything else could bring an
-        axiom, the original lemma or hints the checks do not expect: ``ERROR``, saying so.
+        axiom, the original lemma or hints the checks do not expect: ``ERROR`` for one written
+        before the proof, saying so; ``CHEATING`` for one inside the proof, as vernacular that
+        changes the environment the proof is checked in.
 
         Raises:
-            ProofRejected: as :func:`normalize_proof`, and ``ERROR`` for such a ``Require``.
+            ProofRejected: as :func:`normalize_proof`, and for such a ``Require``.
         """
         normalized = normalize_proof(proof, task.statement, task.context)
         if not normalized.requires:
             return normalized
         session = self._session(task.context)
-        modules: list[str] = []
+        modules: list[list[str]] = []
         errors: list[str] = []
+        cheats: list[str] = []
         for request in normalized.requires:
+            modules.append([])
             for name in request.names:
                 try:
                     full, loaded = _locate_library(session.ide, name, session.base)
@@ -306,13 +310,20 @@ class CoqVerifier(ProcessOwner):
                     raise VerifierCrashed(f"coqidetop failed on Locate Library: {exc}") from None
                 if full and request.root and not (full == request.root or full.startswith(request.root + ".")):
                     full, loaded = "", False  # ``From R`` names a library under R, which this is not
-                if not loaded:
+                if not loaded and request.at >= 0:
+                    # Inside the proof, loading a library changes the environment the proof is
+                    # checked in: vernacular that changes the checker, as it always was.
+                    cheats.append(f"`{request.text}` inside the proof loads a library the task's context "
+                                  "does not load")
+                elif not loaded:
                     where = f"loads {full}, which" if full else "names no library that"
                     errors.append(
                         f"`{request.text}` {where} the task's context does not load: a proof may only use "
                         "the libraries the context loads; remove the Require (and what needs it)")
                 elif request.imports:
-                    modules.append(full)
+                    modules[-1].append(full)
+        if cheats:
+            raise ProofRejected("CHEATING", cheats)
         if errors:
             raise ProofRejected("ERROR", errors)
         return normalized.with_imports(modules, [f"dropped `{r.text}`: the context already loads it"

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, iter_sentences, split_sentences, strip_comments
 
@@ -115,19 +115,22 @@ class ProofRejected(Exception):
 
 @dataclass(frozen=True)
 class LibraryRequest:
-    """A ``Require`` written before the proof, for the verifier to resolve against the context.
+    """A ``Require`` in the submission, for the verifier to resolve against the context.
 
     Attributes:
         text: The sentence as written (for feedback).
         root: The ``From`` root, or ``""``.
         names: The libraries it names, as written.
         imports: ``Require Import``/``Export`` (else a plain ``Require``).
+        at: Where in :attr:`NormalizedProof.sentences` it stood inside the proof; -1 when it
+            was written before the proof (its ``Import`` then runs right after the opener).
     """
 
     text: str
     root: str
     names: tuple[str, ...]
     imports: bool
+    at: int = -1
 
 
 @dataclass(frozen=True)
@@ -149,17 +152,21 @@ class NormalizedProof:
     def text(self) -> str:
         return "\n".join(self.sentences)
 
-    def with_imports(self, modules: list[str], notes: list[str]) -> NormalizedProof:
-        """The proof with ``requires`` resolved: ``Import`` of each of ``modules`` right after the opener.
+    def with_imports(self, modules: list[list[str]], notes: list[str]) -> NormalizedProof:
+        """The proof with ``requires`` resolved: ``modules[i]`` are the (loaded) libraries that
+        ``requires[i]`` imports, each imported where that ``Require`` stood (one written before
+        the proof: right after the opener). ``notes`` say what was dropped.
 
-        ``notes`` say what was dropped.
-
-        Only for modules that are already loaded: ``Import`` inside the proof loads nothing
-        and cannot change the statement, which Coq elaborated before it.
+        Only for libraries that are already loaded: ``Import`` loads nothing, and inside the
+        proof it cannot change the statement, which Coq elaborated before it.
         """
         sentences = list(self.sentences)
-        at = 1 if sentences and sentences[0].startswith("Proof") else 0
-        sentences[at:at] = [f"Import {m}." for m in modules]
+        opener = 1 if sentences and sentences[0].startswith("Proof") else 0
+        # From the last position back, so that earlier positions stay valid.
+        order = sorted(range(len(self.requires)), key=lambda i: (self.requires[i].at, i), reverse=True)
+        for i in order:
+            at = self.requires[i].at if self.requires[i].at >= 0 else opener
+            sentences[at:at] = [f"Import {m}." for m in modules[i]]
         return NormalizedProof(tuple(sentences), self.identifiers, self.uses_vm, (), (*self.notes, *notes))
 
 
@@ -494,6 +501,11 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             # statement was elaborated: it only changes how the rest of the proof reads.
             out.append(f"Import {' '.join(m.group(1).split())}.")
             continue
+        if m := _REQUIRE_RE.match(code):
+            # Inside the proof too, only a library the context loads (the verifier decides).
+            requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
+                                           m.group(2) is not None, len(out)))
+            continue
         selector, body_code = _split_selector(code)
         bfirst = _first_word(body_code)
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
@@ -543,6 +555,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     if moved:
         at = opener + 1 if opener >= 0 else 0
         out[at:at] = moved
+        requires = [replace(r, at=r.at + len(moved)) if r.at >= at else r for r in requires]
     if not ended:
         out.append("Qed.")
     uses_vm = any(tok in " ".join(out) for tok in VM_TOKENS)
