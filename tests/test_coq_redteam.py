@@ -491,8 +491,8 @@ ROUND3_CHEATS = [
     C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require-inside-proof"),
     C("hard", "Proof. Require Import Lia. lia. Qed.", id="require-inside-proof-of-an-unloaded-library"),
     C("leak_required", "Proof. Require Import List. apply app_nil_r. Qed.", id="require-inside-proof-original"),
-    C("classic", "Proof. intro H. Require Import Classical_Prop. apply H. right. intro p. apply H. left. "
-                 "apply classic. Qed.", id="require-inside-proof-loaded-axiom-library-then-axiom"),
+    C("classic", "Proof. intro H. Require Import Classical_Prop. apply H. apply classic. Qed.",
+      id="require-inside-proof-loaded-axiom-library-then-axiom"),
     # -- typeclass context: instances and hints are vernacular inside a proof -------------------------------
     C("monoid_false", "Proof. Existing Instance H. Qed.", id="existing-instance"),
     C("monoid_false", "Proof. Hint Resolve unit_l : core. auto. Qed.", id="hint-in-typeclass-context"),
