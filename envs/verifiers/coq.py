@@ -5,13 +5,18 @@ How a check runs (see the README's "Coq verifier" section for the why):
 1. The submission is validated (size, text) and normalised by
    :func:`~proofgym.envs.verifiers.coq_proof.normalize_proof`: proof-mode
    sentences only, every tactic parenthesised so Coq's parser must agree with our
-   cut. Vernacular, holes and restarts are ``CHEATING`` before any prover runs.
+   cut. Vernacular, holes and restarts are ``CHEATING`` before any prover runs;
+   honest slips around the proof (a repeated statement, prose, a stray ``Require``)
+   are normalised, or ``ERROR`` with what to change. A ``Require`` is resolved here
+   (:meth:`CoqVerifier._prepare`): only libraries the context already loads.
 2. A sandboxed ``coqidetop`` per context has the context loaded once. Each
    attempt goes back to that state (``Edit_at``), states the task's statement
    itself, and steps the submission sentence by sentence under a deadline.
    Roughly a millisecond per sentence instead of a whole-file ``coqc``.
 3. After ``Qed``: ``Print Assumptions`` must list no axiom outside the allow-list
    (the task's ``allowed_axioms``, else the axioms its reference proof needs),
+   compared by fully qualified name (a shorter name in a task's list only means
+   the one axiom of the environment that it names unambiguously),
    and the proof must not refer to the original lemma or anything of the original
    file (``metadata.qualid``), which a ``Require`` in the context can leak.
 4. Audit (always when the proof uses the VM/native compiler, otherwise on a
