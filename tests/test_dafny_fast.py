@@ -336,3 +336,18 @@ def test_classify_bodyless_iterator_trait_obligation_and_marks() -> None:
     assert [s.label for s in decls.allowed] == ["T.M"]  # an obligation: C implements it
     marked, inserted = mark_axioms(text, decls.marks)
     assert "trait T { method  {:axiom} M()" in marked and inserted == [(2, 18)]
+
+
+def test_boogie_view_knows_a_body_with_nothing_to_prove() -> None:
+    """No implementation and only ``free ensures``: Dafny had nothing to check (a helper with no
+    postcondition and no check in its body); a checked ``ensures`` makes the same gap a dropped one."""
+    from proofgym.envs.verifiers.dafny_integrity import boogie_unverified, parse_boogie
+
+    free = ("procedure Impl$$_module.__default.Inc(x#0: int) returns (y#0: int);\n  modifies $Heap;\n"
+            "  free ensures $HeapSucc(old($Heap), $Heap);\n\n")
+    view = parse_boogie(free)
+    assert view.nothing_to_prove == ("Impl$$_module.__default.Inc",) and boogie_unverified(view, []) == []
+    assert ("_module", "_default", "Inc") in view.bodies
+    checked = parse_boogie(free.replace("  free ensures", "  ensures y#0 > x#0;\n  free ensures"))
+    assert checked.nothing_to_prove == () and boogie_unverified(checked, []) == [
+        "Boogie: _module.__default.Inc has a body that is never verified (no implementation)"]

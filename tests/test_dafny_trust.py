@@ -326,3 +326,37 @@ def test_abstract_members_left_abstract_are_refused(name: str, helper: str, body
                                                     allowed: frozenset[Verdict]) -> None:
     result = dafny_verifier().check(NL[name], program(name, helper, body), audit=False)
     assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+
+
+# -- honest helpers Dafny has nothing to prove in ---------------------------------------------
+
+HELPERS = [
+    ("method-without-contract", "abs", "method Inc(x: int) returns (y: int)\n{\n  y := x + 1;\n}\n\n"),
+    ("empty-lemma", "sum_to_lemma", "lemma Nothing()\n{\n}\n\n"),
+    ("empty-method", "array_sum", "method Nothing()\n{\n}\n\n"),
+    ("class-method-without-contract", "counter_class", "class Log {\n  var n: int\n  method Bump()\n    modifies this\n"
+     "  {\n    n := n + 1;\n  }\n}\n\n"),
+    ("module-method-with-import", "linear_search", "module Lib {\n  export provides Id\n  function method Id(x: int): int"
+     " { x }\n}\nmodule User {\n  import opened Lib\n  method Use() returns (r: int) { r := Id(3); }\n}\n\n"),
+]
+
+
+@pytest.mark.parametrize(("name", "helper"), [pytest.param(*c[1:], id=c[0]) for c in HELPERS])
+def test_helper_with_nothing_to_prove_is_ok(name: str, helper: str) -> None:
+    """Dafny emits no implementation for a body with no check and no postcondition: there is nothing
+    to verify, so it is no dropped obligation (it was CHEATING before)."""
+    task = NL[name]
+    prog = task.context + "\n" + helper + task.reference_proof[len(task.context):] if task.context else \
+        helper + task.reference_proof
+    result = dafny_verifier("always").check(task, prog)
+    assert result.verdict is Verdict.OK and result.audited, (result.verdict, result.reasons, result.messages)
+
+
+def test_empty_iterator_without_a_contract_is_still_refused() -> None:
+    """An iterator's obligations live in its body, so an iterator Dafny gives no implementation is
+    refused whatever its contract says."""
+    helper = "iterator It() yields (x: int)\n  yield ensures x > 0\n{\n}\n"
+    body = "  var g := new It();\n  var more := g.MoveNext();\n  if more {\n    assert g.x > 0;\n  }\n" + \
+        "  y := if x < 0 then -x else x;\n"
+    result = dafny_verifier().check(NL["abs"], program("abs", helper, body), audit=False)
+    assert result.verdict is Verdict.CHEATING, (result.verdict, result.reasons, result.messages)

@@ -47,6 +47,7 @@ from proofgym.envs.verifiers.dafny_equiv import LEMMA_NOTE, EquivalenceResult, e
 from proofgym.envs.verifiers.dafny_integrity import (
     AXIOM_MARK,
     Anchor,
+    BoogieView,
     Declarations,
     Symbol,
     banned_constructs,
@@ -56,6 +57,7 @@ from proofgym.envs.verifiers.dafny_integrity import (
     check_anchoring,
     classify_declarations,
     expected_implementations,
+    impl_matches,
     mark_axioms,
     pair_implementations,
     parse_boogie,
@@ -366,27 +368,26 @@ class DafnyVerifier(ProcessOwner):
         judged, inserted = mark_axioms(program, decls.marks if decls is not None and no_cheating else ())
         run = _unshift(self._verify(judged, task.timeout_s, boogie=self.config.backend == "cli",
                                     no_cheating=no_cheating), inserted)
-        result = self._judge(task, tokens, anchor, trusted, run, symbols, decls)
+        view = None
+        if run.backend == "server" and _ok_candidate(run):
+            # Defence in depth on every OK: Boogie's own translation (cheap next to verification) must show
+            # a verified body for everything but what the classification allows.
+            bpl = self._translate(judged, task.timeout_s, no_cheating=no_cheating)
+            if bpl is None:
+                return CheckResult(Verdict.FAIL, ("Dafny's Boogie translation could not be read",),
+                                   error_category=ErrorCategory.UNKNOWN, backend="server", cpu_s=run.cpu_s)
+            view = parse_boogie(bpl)
+        result = self._judge(task, tokens, anchor, trusted, run, symbols, decls, view)
         if result.verdict is not Verdict.OK or run.backend != "server":
             return result
-        # Defence in depth on every OK: Boogie's own translation (cheap next to verification) must show
-        # a verified body for everything but what the classification allows.
-        bpl = self._translate(judged, task.timeout_s, no_cheating=no_cheating)
-        if bpl is None:
-            return replace(result, verdict=Verdict.FAIL, reasons=("Dafny's Boogie translation could not be read",),
-                           error_category=ErrorCategory.UNKNOWN)
-        view = parse_boogie(bpl)
-        drops = boogie_findings(view, decls) + boogie_unverified(view, run.output.verified_implementations())
-        if drops:
-            return replace(result, verdict=Verdict.CHEATING, reasons=tuple(drops),
-                           error_category=ErrorCategory.CHEATING)
         do_audit = audit if audit is not None else (
             self.config.audit == "always"
             or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate))
         if do_audit:
             self.stats["audits"] += 1
             cli = _unshift(self._cli(judged, task.timeout_s, boogie=True, no_cheating=no_cheating), inserted)
-            audited = self._judge(task, tokens, anchor, trusted, cli, symbols, decls)
+            audited = self._judge(task, tokens, anchor, trusted, cli, symbols, decls,
+                                  parse_boogie(cli.boogie) if cli.boogie else None)
             if audited.verdict is not Verdict.OK:
                 return replace(audited, reasons=("audit: the CLI disagrees with the server",
                                                   *audited.reasons), audited=True)
@@ -394,9 +395,18 @@ class DafnyVerifier(ProcessOwner):
         return result
 
     def _judge(self, task: Task, tokens: list[Token], anchor: Anchor, trusted: list[tuple[int, int]], run: _Run,
-               symbols: list[Symbol] | None, decls: Declarations | None) -> CheckResult:
-        """The verdict of one run: errors, Dafny's view of bodies and specs, the implementation count."""
+               symbols: list[Symbol] | None, decls: Declarations | None, view: BoogieView | None = None) -> CheckResult:
+        """The verdict of one run: errors, Dafny's view of bodies and specs, the implementation count, and
+        Boogie's translation (``view``: from the run itself on the CLI, read apart for a server OK)."""
         out = run.output
+        if view is None and run.boogie:
+            view = parse_boogie(run.boogie)
+        trusted_lines = _trusted_lines(tokens, trusted)
+        if decls is None:
+            # Without Dafny's symbols nothing was marked, so /noCheating:1 names the task's own trusted
+            # declarations: that is not the submission's error (and must not route its repair).
+            out = replace(out, diagnostics=tuple(d for d in out.diagnostics if not (
+                "must have a body" in d.message and d.line in trusted_lines)))
         messages = tuple(d.render() for d in out.diagnostics if d.level != "warning"
                          or _BODYLESS_WARNING_RE.search(d.message))[:50]
         backend = run.backend
@@ -415,7 +425,6 @@ class DafnyVerifier(ProcessOwner):
             return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
                                backend=backend, cpu_s=run.cpu_s)
 
-        trusted_lines = _trusted_lines(tokens, trusted)
         if symbols is None or decls is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
                 errors and not out.outcomes):
             reasons = check_anchoring(anchor, tokens, symbols, trusted) + list(decls.cheats) if symbols and decls else []
@@ -434,8 +443,8 @@ class DafnyVerifier(ProcessOwner):
             if _BODYLESS_WARNING_RE.search(d.message) and d.line not in trusted_lines:
                 reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
                                f"is an assumption")
-        if run.boogie:
-            reasons += boogie_findings(parse_boogie(run.boogie), decls)
+        if view is not None:
+            reasons += boogie_findings(view, decls)
         if reasons:
             return cheating(reasons)
         if decls.unplaced:
@@ -464,7 +473,15 @@ class DafnyVerifier(ProcessOwner):
         verified = out.verified_implementations()
         if not verified:
             problems.append("nothing was verified (0 implementations)")
-        drops = pair_implementations(verified, expected_implementations(tokens, symbols, decls), decls.copies)
+        expected = expected_implementations(tokens, symbols, decls)
+        if view is not None:
+            # Dafny emits no implementation where it has nothing to prove (no postcondition, no check in
+            # the body): such a declaration is not a dropped obligation.
+            expected = [e for e in expected if not any(impl_matches(p, e) for p in view.nothing_to_prove)]
+            drops = boogie_unverified(view, verified)
+        else:
+            drops = []
+        drops += pair_implementations(verified, expected, decls.copies)
         if run.backend == "cli":
             s = out.summary
             if run.returncode != 0:
@@ -479,12 +496,10 @@ class DafnyVerifier(ProcessOwner):
                 if s.verified != len(out.outcomes):
                     drops.append(f"the summary counts {s.verified} verified but the trace has "
                                  f"{len(out.outcomes)} implementations")
-            if run.boogie:
-                view = parse_boogie(run.boogie)
+            if view is not None:
                 if len(view.implementations) != (s.verified if s else -1):
                     drops.append(f"Boogie has {len(view.implementations)} implementations but "
                                  f"{s.verified if s else 0} verified")
-                drops += boogie_unverified(view, verified)
             raw = "\n".join(d.message for d in out.diagnostics)
             if "time out" in raw or "out of resource" in raw:
                 problems.append("a time out or out of resource was reported")
@@ -591,6 +606,13 @@ class DafnyVerifier(ProcessOwner):
             return _Run(out, "cli", crashed=crashed, returncode=run.returncode, boogie=bpl, cpu_s=run.cpu_s)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _ok_candidate(run: _Run) -> bool:
+    """Whether a run may still end in OK: an answer, no error, every outcome verified."""
+    out = run.output
+    return not (run.timed_out or run.crashed or out.errors or out.prover_errors or out.trace_anomalies) and all(
+        o == "verified" for _, o in out.outcomes)
 
 
 def _trusted_lines(tokens: list[Token], trusted: list[tuple[int, int]]) -> set[int]:

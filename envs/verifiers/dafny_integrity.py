@@ -1039,7 +1039,10 @@ class BoogieView:
 
     implementations: tuple[str, ...] = ()  # every implementation's Boogie name (all must be verified)
     verify_off: tuple[str, ...] = ()  # implementations with {:verify false}
-    impl_procedures: tuple[str, ...] = ()  # declared Impl$$ procedures (each needs its implementation)
+    impl_procedures: tuple[str, ...] = ()  # declared Impl$$ procedures
+    # Impl$$ procedures without an implementation and without a checked postcondition: Dafny emits no
+    # implementation when the body has no check, and then there is nothing to prove (an iterator aside).
+    nothing_to_prove: tuple[str, ...] = ()
     calls: frozenset[tuple[str, ...]] = frozenset()  # callables (Call$$ procedures)
     bodies: frozenset[tuple[str, ...]] = frozenset()  # Impl$$ implementations: method, lemma, iterator bodies
     functions: frozenset[tuple[str, ...]] = frozenset()  # declared functions and predicates
@@ -1062,9 +1065,21 @@ def parse_boogie(bpl: str) -> BoogieView:
     calls = frozenset(boogie_key(p[len("Call$$"):]) for p in procs if p.startswith("Call$$"))
     functions = frozenset(tuple(d.split(".")) for d in _B_FUNC_DECL_RE.findall(bpl))
     defined = frozenset(boogie_key(d) for d in _B_FUNC_DEF_RE.findall(bpl))
+    implemented = set(impls)
+    nothing = []
+    for m in _B_PROC_RE.finditer(bpl):
+        name = m.group(2)
+        if not name.startswith("Impl$$") or name in implemented or len(boogie_key(name[len("Impl$$"):])) != 3:
+            continue  # an iterator's body carries its obligations: no implementation is never nothing to prove
+        end = bpl.find("\n\n", m.end())
+        spec = bpl[m.end(): len(bpl) if end == -1 else end]
+        if not re.search(r"^\s*ensures\b", spec, re.M):  # only "free ensures": nothing is checked
+            nothing.append(name)
+            key = boogie_key(name[len("Impl$$"):])
+            bodies.add(key[:-1] + (key[-1].removesuffix("#"),))  # a body, with nothing in it to prove
     return BoogieView(tuple(dict.fromkeys(impls)), tuple(verify_off),
-                      tuple(dict.fromkeys(p for p in procs if p.startswith("Impl$$"))), calls,
-                      frozenset(bodies), functions, defined)
+                      tuple(dict.fromkeys(p for p in procs if p.startswith("Impl$$"))), tuple(dict.fromkeys(nothing)),
+                      calls, frozenset(bodies), functions, defined)
 
 
 def _descendants(module: str, refinements: Sequence[tuple[str, str]]) -> set[str]:
@@ -1082,11 +1097,13 @@ def _descendants(module: str, refinements: Sequence[tuple[str, str]]) -> set[str
 
 def boogie_unverified(view: BoogieView, verified: Iterable[str]) -> list[str]:
     """Obligations in Boogie's translation that a run (with no error) did not verify: a body Dafny
-    declared but gave no implementation (an iterator's empty body), an implementation not verified."""
+    declared but gave no implementation though it has something to prove (an iterator's empty body,
+    a checked postcondition), an implementation not verified."""
     done = set(verified)
     impl_set = set(view.implementations)
+    exempt = set(view.nothing_to_prove)
     reasons = [f"Boogie: {p[len('Impl$$'):]} has a body that is never verified (no implementation)"
-               for p in view.impl_procedures if p not in impl_set]
+               for p in view.impl_procedures if p not in impl_set and p not in exempt]
     return reasons + [f"Boogie: {i} was not verified" for i in view.implementations if i not in done]
 
 
