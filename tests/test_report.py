@@ -85,3 +85,24 @@ def test_cli_report(tmp_path, suite):
     proc = subprocess.run([sys.executable, "-m", "proofgym.cli", "report", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_report_shows_example_attempts_and_labels_summed_times(tmp_path, suite):
+    run = _run(tmp_path, suite, "ex", {"t0": "good", "t1": "cheat", "*": "unknown_lemma"}, k=1)
+    text = write_report([run]).read_text()
+    examples = text[text.index("## Example attempts"):]
+    assert "`t0` (P1): 1/1 OK" in examples and "**OK**" in examples  # a solved task, with its proof
+    assert "**CHEATING**" in examples or "**ERROR**" in examples or "**FAIL**" in examples  # and how others failed
+    assert examples.count("```") >= 4  # proofs are shown as code
+    assert "generation_s (summed over requests" in text
+
+
+def test_the_pass_at_k_plot_keeps_its_title_and_legend(tmp_path, suite):
+    from PIL import Image
+
+    run = _run(tmp_path, suite, "png", {"t0": "good", "*": "unknown_lemma"}, k=2)
+    write_report([run])
+    width, height = Image.open(run / "report" / "pass_at_k.png").size
+    # figsize 7.2 x 4.0 at dpi 110 is 792 x 440; with bbox_inches="tight" the legend outside the axes is
+    # inside the image, not cut at its right edge (nor the title at its left)
+    assert (width, height) != (792, 440)

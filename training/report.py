@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class RunData:
     label: str
     summary: dict[str, Any]
     config: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)  # results.jsonl, for example attempts
 
 
 def load_run(path: str | Path) -> RunData:
@@ -47,11 +48,11 @@ def load_run(path: str | Path) -> RunData:
     if path.is_dir() and not paths.results.exists() and not paths.summary.exists():
         raise ProofgymError(f"{path} holds no results.jsonl or summary.json: is it an eval run dir?")
     config = read_json_object(paths.config) or {}
+    rows = read_results(paths.results) if paths.results.exists() else []
     summary = read_json_object(paths.summary)
     if summary is not None and summary.get("results") and Path(summary["results"]).name != paths.results.name:
         summary = None  # summary.json of another results file in the same folder
     if summary is None:
-        rows = read_results(paths.results)
         if not rows:
             raise ProofgymError(f"{paths.results} has no results to report")
         cfg = config.get("config", {})
@@ -65,7 +66,7 @@ def load_run(path: str | Path) -> RunData:
     if cfg:
         label = " ".join(str(x) for x in (cfg.get("agent"), cfg.get("model"), cfg.get("strategy")) if x)
         label = f"{label} ({path.name if path.is_dir() else path.stem})"
-    return RunData(path, label, summary, config)
+    return RunData(path, label, summary, config, rows)
 
 
 def _tasks_from_rows(rows: Sequence[dict[str, Any]]) -> list[Task]:
@@ -128,7 +129,7 @@ def plot_pass_at_k(runs: Sequence[RunData], path: Path) -> Path:
     ax.set_ylabel("pass@k (%)")
     ax.set_ylim(0, 105)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title("pass@k against k (unbiased estimator, first attempts)")
+    ax.set_title("pass@k (unbiased estimator, first attempts)")
     handles, _ = ax.get_legend_handles_labels()
     if handles:
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
@@ -254,7 +255,7 @@ def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # a legend outside the axes and the title stay in the image
     plt.close(fig)
     return path
 
@@ -347,12 +348,55 @@ def _blocks(runs: Sequence[RunData], images: dict[str, Path | None]) -> list[tup
     # cost
     cost_keys = ["total_tokens", "prompt_tokens", "completion_tokens", "cost_usd", "verifier_calls",
                  "verifier_cpu_s", "verifier_wall_s", "generation_s", "run_wall_s", "solved_tasks"]
-    rows = [[key, *[_fmt(r.summary.get("cost", {}).get(key)) for r in runs]] for key in cost_keys]
+    rows = [[COST_LABELS.get(key, key), *[_fmt(r.summary.get("cost", {}).get(key)) for r in runs]]
+            for key in cost_keys]
     for key in ("tokens", "verifier_calls", "verifier_cpu_s", "wall_s", "cost_usd"):
         rows.append([f"per solved task: {key}",
                      *[_fmt((r.summary.get("cost", {}).get("per_solved_task") or {}).get(key)) for r in runs]])
     blocks += [("h2", "Cost"), ("table", ["", *names], rows)]
+    blocks += _examples(runs)
     return blocks
+
+
+COST_LABELS = {
+    "verifier_cpu_s": "verifier_cpu_s (summed over checks)",
+    "verifier_wall_s": "verifier_wall_s (summed over checks, which overlap on several workers)",
+    "generation_s": "generation_s (summed over requests, which overlap when concurrent)",
+    "run_wall_s": "run_wall_s (the run's elapsed time)",
+}
+
+
+def _examples(runs: Sequence[RunData], per_run: int = 6, proof_chars: int = 600) -> list[tuple]:
+    """Example attempts: for a few tasks, the proof text, its verdict and the prover's first words on it.
+
+    Solved and unsolved tasks alternate so that a reader sees both what works and how things fail.
+    """
+    blocks: list[tuple] = [("h2", "Example attempts")]
+    for run in runs:
+        by_task: dict[str, list[dict[str, Any]]] = {}
+        for row in run.rows:
+            by_task.setdefault(str(row.get("task_id")), []).append(row)
+        if not by_task:
+            continue
+        solved = [t for t, rs in sorted(by_task.items()) if any(r.get("verdict") == "OK" for r in rs)]
+        unsolved = [t for t in sorted(by_task) if t not in solved]
+        picked = [t for pair in zip(unsolved, solved, strict=False) for t in pair]
+        picked += [t for t in unsolved + solved if t not in picked]
+        if len(runs) > 1:
+            blocks.append(("p", f"**{run.label}**"))
+        for task_id in picked[:per_run]:
+            rows = by_task[task_id]
+            row = next((r for r in rows if r.get("verdict") == "OK"), rows[0])
+            why = "; ".join(list(row.get("reasons") or [])[:2] + list(row.get("messages") or [])[:1])
+            proof = str(row.get("proof") or "")
+            if len(proof) > proof_chars:
+                proof = proof[:proof_chars] + f"\n... ({len(proof) - proof_chars} more characters)"
+            ok = sum(r.get("verdict") == "OK" for r in rows)
+            blocks.append(("p", f"`{task_id}` ({row.get('category')}): {ok}/{len(rows)} OK; "
+                                f"sample {row.get('sample')}: **{row.get('verdict')}**"
+                                + (f" — {_short(why, 300)}" if why else "")))
+            blocks.append(("code", proof or "(empty reply)"))
+    return blocks if len(blocks) > 1 else []
 
 
 def _fmt(value: Any) -> str:
@@ -380,6 +424,9 @@ def _markdown(blocks: Sequence[tuple], base: Path) -> str:
             out.append("|" + "|".join("---" for _ in header) + "|")
             out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
             out.append("")
+        elif kind == "code":
+            fence = "````" if "```" in block[1] else "```"
+            out.append(f"{fence}\n{block[1]}\n{fence}\n")
         elif kind == "img":
             out.append(f"![{block[2]}]({Path(block[1]).relative_to(base).as_posix()})\n")
     return "\n".join(out)
@@ -396,6 +443,8 @@ def _html(blocks: Sequence[tuple]) -> str:
             while "**" in text:
                 text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
             body.append(f"<p>{text}</p>")
+        elif kind == "code":
+            body.append(f"<pre><code>{html.escape(block[1])}</code></pre>")
         elif kind == "table":
             head = "".join(f"<th>{html.escape(str(h))}</th>" for h in block[1])
             rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
@@ -408,7 +457,8 @@ def _html(blocks: Sequence[tuple]) -> str:
     style = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;"
              "text-align:right}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}"
-             "img{max-width:100%}figcaption{color:#666;font-size:.9em}")
+             "img{max-width:100%}figcaption{color:#666;font-size:.9em}"
+             "pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>proofgym report</title>"
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 
