@@ -116,6 +116,10 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
                                   threads=cfg.torch_threads)
+    import torch
+
+    if not cfg.use_cpu and torch.cuda.is_available():
+        model.to("cuda")  # the first round samples before any Trainer places the model
     tasks = {t.id: t for t in prepared.train_tasks}
     evaluator = checkpoint_evaluator(cfg, prepared)
     sampling = GenerationConfig(do_sample=True, temperature=cfg.sample_temperature, top_p=cfg.sample_top_p,
@@ -152,9 +156,9 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
             if rows:
                 args = copy.copy(cfg)  # each round's Trainer writes under its own dir (its steps restart at 0)
                 args.output_dir = str(round_dir)
+                adapted = hasattr(model, "peft_config")  # LoRA is added once, by the first round that trains
                 trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(rows),
-                                     processing_class=tokenizer,
-                                     peft_config=peft_config(cfg) if round_ == 1 else None,
+                                     processing_class=tokenizer, peft_config=None if adapted else peft_config(cfg),
                                      callbacks=[interrupt, MetricsPrinter()])
                 trainer.train()
                 model = trainer.model
@@ -176,7 +180,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
         interrupt.uninstall()
         pool.close()
     final = output_dir
-    if cfg.use_peft:
+    if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     save_model(model, tokenizer, final)
     if evaluator is not None and cfg.checkpoint_eval_at_end and not interrupt.requested:

@@ -8,7 +8,10 @@
 - at each logging step, a metric that is zero when absent (``proof/cheat/<reason>``) counts
   as 0 in the generation batches of the window that did not log it. TRL averages a metric
   over the batches that logged it; a cheat reason that showed up in one batch of four would
-  otherwise read four times too high.
+  otherwise read four times too high. After each generation batch the reward functions learn
+  every cheat reason any process logged (TRL's gathered metric names), so from the next batch
+  on every process logs it, 0 included, and the cross-process mean is over all of them. (The
+  one batch in which a reason first appears is averaged over the processes that saw it.)
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ class ProofGRPOTrainer(GRPOTrainer):
         return CurriculumSampler(self.curriculum, data_source=base.data_source,
                                  mini_repeat_count=base.mini_repeat_count, batch_size=base.batch_size,
                                  repeat_count=base.repeat_count, shuffle=base.shuffle, seed=base.seed)
+
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        names = [n.removeprefix(ZERO_WHEN_ABSENT[0]) for n in self._metrics[mode] if n.startswith(ZERO_WHEN_ABSENT)]
+        for func in self.reward_funcs:
+            seen = getattr(func, "seen_reasons", None)
+            if isinstance(seen, set):
+                seen.update(names)
+        return out
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
