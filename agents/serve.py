@@ -14,23 +14,33 @@ Concurrent requests are batched: a worker thread takes what is waiting (up to
 providers' shape, so that the official clients raise their usual exceptions:
 400 bad request, 401 wrong key (when the server has one), 404 unknown model or
 path, 429 when ``fail_first`` says so (to exercise clients' retries in tests).
+
+Every request first passes the request guard the verifier service uses
+(``proofgym.envs.verifiers.http_guard``): a ``Host`` that is not this server gets 421
+(DNS rebinding), a request with an ``Origin`` gets 403 unless ``allowed_origins`` lists it,
+and a ``POST`` body that is not ``application/json`` gets 415. So no web page can spend
+the model or read its answers. The key is compared in constant time, and a server bound
+beyond loopback warns (``RuntimeWarning``): anyone who reaches it can use the model.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import queue
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from proofgym.agents.base import Agent, Generation, Request, SamplingParams, is_loopback_url
+from proofgym.agents.base import Agent, Generation, Request, SamplingParams
+from proofgym.envs.verifiers.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
 
 MAX_BODY = 8 * 1024 * 1024
 
@@ -99,6 +109,8 @@ class ModelServer(ThreadingHTTPServer):
         max_tokens: Cap and default of ``max_tokens`` per request.
         batch_size: Prompts generated together.
         fail_first: Answer the first N generation requests with 429 (for testing clients' retries).
+        allowed_origins: Web page origins whose requests are served (others that send ``Origin``: 403).
+        allowed_hosts: Extra names clients may send in ``Host`` (see ``http_guard.RequestGuard``).
     """
 
     daemon_threads = True
@@ -106,8 +118,13 @@ class ModelServer(ThreadingHTTPServer):
 
     def __init__(self, agent: Agent, *, host: str = "127.0.0.1", port: int = 0, model_name: str | None = None,
                  api_key: str | None = None, max_tokens: int = 1024, batch_size: int = 8, fail_first: int = 0,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = ()) -> None:
+        self.guard = RequestGuard.create(host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
         super().__init__((host, port), _Handler)
+        if not is_loopback_host(host):
+            warnings.warn(f"serve-model: listening on {host}, not only on this machine: anyone who can reach it "
+                          f"can use the model{'' if api_key else ' (no --api-key is set)'}", RuntimeWarning,
+                          stacklevel=2)
         self.agent = agent
         self.model_name = model_name or agent.model or "local"
         self.api_key = api_key
@@ -147,8 +164,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
+        for key, value in {**self.server.guard.cors_headers(self.headers), **(headers or {})}.items():
             self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
@@ -159,18 +178,17 @@ class _Handler(BaseHTTPRequestHandler):
             payload = {"error": {"message": err.message, "type": err.kind, "param": None, "code": err.status}}
         self._send(err.status, payload, err.headers)
 
+    def _guard(self, method: str) -> None:
+        try:
+            self.server.guard.check(method, self.headers)
+        except RequestRefused as refused:
+            raise _refusal(refused, self) from None
+
     def _body(self) -> dict[str, Any]:
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if not 0 <= length <= MAX_BODY:
-            self.close_connection = True
-            raise HTTPError(413 if length > MAX_BODY else 400, f"need a Content-Length of at most {MAX_BODY} bytes")
-        try:
-            data = json.loads(self.rfile.read(length) or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise HTTPError(400, "the request body is not valid JSON") from None
+            data = read_json_body(self, MAX_BODY)
+        except RequestRefused as refused:
+            raise _refusal(refused, self) from None
         if not isinstance(data, dict):
             raise HTTPError(400, "the request body must be a JSON object")
         return data
@@ -180,7 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not key:
             return
         given = self.headers.get("x-api-key") or self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if given != key:
+        # Constant time: how long a wrong key takes to refuse must not tell how much of it was right.
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode("utf-8", "surrogateescape")):
             raise HTTPError(401, "invalid API key", "authentication_error")
 
     def _check_model(self, data: dict[str, Any]) -> None:
@@ -197,6 +216,11 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routes ---------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         path = self.path.split("?")[0].rstrip("/")
+        try:
+            self._guard("GET")
+        except HTTPError as err:
+            self._error(err, anthropic=False)
+            return
         if path in ("/health", "/v1/health"):
             self._send(200, {"status": "ok", "model": self.server.model_name})
         elif path == "/v1/models":
@@ -209,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         anthropic = path == "/v1/messages"
         try:
+            self._guard("POST")  # before the body is read: a refused page's request is not looked at
             data = self._body()  # read first: an unread body would corrupt the next request on this connection
             if path not in ("/v1/chat/completions", "/v1/messages"):
                 raise HTTPError(404, f"no route {self.path}", "not_found_error")
@@ -223,6 +248,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPError(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error"), anthropic)
             return
         self._send(200, payload)
+
+    def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's naming
+        # A CORS preflight: answered only for an origin the operator allowed.
+        try:
+            headers = self.server.guard.preflight(self.headers)
+        except RequestRefused as refused:
+            self._error(_refusal(refused, self), anthropic=False)
+            return
+        self.send_response(204)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _sampling(self, data: dict[str, Any], max_tokens: Any) -> SamplingParams:
         try:
@@ -288,6 +326,17 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
 
+_REFUSAL_KINDS = {401: "authentication_error", 403: "permission_error", 413: "request_too_large"}
+
+
+def _refusal(refused: RequestRefused, handler: _Handler) -> HTTPError:
+    """A guard refusal in the providers' error shape (closing the connection when the body stays unread)."""
+    if refused.close:
+        handler.close_connection = True
+    return HTTPError(refused.status, refused.message, _REFUSAL_KINDS.get(refused.status, "invalid_request_error"),
+                     refused.headers)
+
+
 def _text(content: Any) -> str:
     """Message content as text: a string, or a list of ``{"type": "text", "text": ...}`` parts."""
     if isinstance(content, str):
@@ -299,16 +348,16 @@ def _text(content: Any) -> str:
 
 def serve(checkpoint: str, *, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
           api_key: str | None = None, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-          max_tokens: int = 1024, fail_first: int = 0, verbose: bool = False, threads: int | None = None) -> None:
+          max_tokens: int = 1024, fail_first: int = 0, verbose: bool = False, threads: int | None = None,
+          allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = ()) -> None:
     """Load ``checkpoint`` and serve it until interrupted (prints the base URL on stdout first)."""
     from proofgym.agents.hf import LocalAgent
 
+    RequestGuard.create(host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)  # bad flags: fail before loading
     agent = LocalAgent(checkpoint, device=device, dtype=dtype, batch_size=batch_size, threads=threads)
     server = ModelServer(agent, host=host, port=port, model_name=model_name, api_key=api_key,
-                         max_tokens=max_tokens, batch_size=batch_size, fail_first=fail_first, verbose=verbose)
-    if not is_loopback_url(server.url):
-        print(f"serve-model: listening on {host}, not only this machine: anyone who reaches it can use the model",
-              file=sys.stderr)
+                         max_tokens=max_tokens, batch_size=batch_size, fail_first=fail_first, verbose=verbose,
+                         allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
     print(f"serving {server.model_name} on {server.url} ({agent.device}, {agent.torch_dtype})", flush=True)
     try:
         server.serve_forever()

@@ -14,6 +14,14 @@ class TaskFormatError(ProofgymError, ValueError):
     """A task or suite file is malformed (bad JSON, missing keys, wrong types)."""
 
 
+class TaskTooLarge(TaskFormatError):
+    """A task field is larger than its documented bound (``proofgym.envs.types.TASK_FIELD_LIMITS``).
+
+    The verifier service answers it with 413. The bounds are far above any real suite's fields: a
+    task this large is a mistake or an attempt to tie up the verifiers.
+    """
+
+
 class InvalidSubmission(ProofgymError, ValueError):
     """A submission that cannot be sent to a prover at all (empty, binary, too large).
 

@@ -63,8 +63,19 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
     When no goals remain, the whole proof assembled from the tactic path is re-checked
     by the verifier's whole-proof ``check``; only that verdict earns the reward (default
     OK 1, CHEATING -1, else 0), so tactic mode and whole-proof mode never disagree.
-    Optional shaping (off by default): ``reward_map={"goal_closed": 0.05}`` pays per
-    focused goal closed by a step.
+
+    Optional shaping (off by default): ``reward_map={"goal_closed": g}`` is potential-based
+    (Ng, Harada and Russell, 1999) on the episode's *current* state: every step, failed
+    steps and backtracking jumps included, earns ``Φ(state after) - Φ(state before)`` with
+    ``Φ(s) = -g · max(1, open goals of s)`` (focused, unfocused and shelved) and ``Φ = 0``
+    only for a finished state that the whole-proof check accepted. A step that closes a
+    goal earns ``g``, one that splits a goal in two costs ``g``, and a jump back to a state
+    with more open goals costs what reaching it again repays. The sum telescopes: over any
+    episode the shaping totals ``Φ(last state) - Φ(root)``, at most ``g · (open goals at the
+    root - 1)`` (0 for a single goal) unless the proof is accepted. So no sequence of steps
+    (closing the same goal again from an old state id, ``assert``-ing goals only to close
+    them) earns anything without finishing the proof, and the optimal policies are those of
+    the unshaped reward.
 
     ## Episode End
     Terminated when the re-check says OK. Truncated after ``max_steps`` steps.
@@ -81,7 +92,9 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     ## Version History
     - v0: initial version (Coq backend); HOL Light backend added (same action, reward and
-      episode semantics, so the version is unchanged).
+      episode semantics, so the version is unchanged). The optional ``goal_closed`` shaping
+      became potential-based: it used to pay per goal closed by a step, so closing the same
+      goal again from an old state id paid again (30 steps earned more than a proof).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -120,6 +133,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
         self.state_id = 0
         self.steps = 0
         self._last_error = ""
+        self._accepted: set[int] = set()  # finished states whose proof the whole-proof check accepted
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -132,6 +146,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
         self.state_id = self.session.root
         self.steps = 0
         self._last_error = ""
+        self._accepted = set()
         return self._obs(), {"task_id": self.task.id, "category": self.task.category, "state_id": self.state_id}
 
     def step(self, action: Any):
@@ -144,36 +159,48 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
         info: dict[str, Any] = {"task_id": self.task.id, "parent_state_id": start_id}
         if tactic is None:
             return self._reject(f"action must be text or {{'tactic', 'state_id'}}, got {type(action).__name__}",
-                                Verdict.ERROR, info, truncated)
+                                Verdict.ERROR, info, truncated, 0.0)
         try:
-            before = self.session.state(start_id)
+            self.session.state(start_id)
         except KeyError as exc:
-            return self._reject(str(exc.args[0]), Verdict.ERROR, info, truncated)
+            return self._reject(str(exc.args[0]), Verdict.ERROR, info, truncated, 0.0)
+        potential_before = self._potential(self.state_id)
         result = self.session.run(tactic, start_id)
         if not result.ok:
-            self.state_id = start_id
-            return self._reject(result.error, result.verdict or Verdict.FAIL, info, truncated)
+            self.state_id = start_id  # a failed step still moves the episode to the state it named
+            return self._reject(result.error, result.verdict or Verdict.FAIL, info, truncated,
+                                self._potential(start_id) - potential_before)
         self.state_id = result.state.state_id
         self._last_error = ""
-        reward = self.goal_closed_reward * max(0, len(before.goals) + len(before.background)
-                                               - len(result.state.goals) - len(result.state.background))
         info.update(state_id=self.state_id, verdict=None, proof=self.session.proof_script(self.state_id))
         terminated = False
+        reward = 0.0
         if result.state.finished:
             final: CheckResult = self._verifier(self.task.system).check(self.task, info["proof"])
             info.update(result=final, verdict=final.verdict.value, reasons=list(final.reasons))
             reward += float(self.reward_map(final))
             terminated = final.verdict is Verdict.OK
-            if not terminated:
+            if terminated:
+                self._accepted.add(self.state_id)
+            else:
                 self._last_error = "the whole-proof check did not accept the finished path: " + final.feedback()
+        reward += self._potential(self.state_id) - potential_before
         return self._obs(), reward, terminated, truncated and not terminated, info
 
-    def _reject(self, error: str, verdict: Verdict, info: dict[str, Any], truncated: bool):
+    def _potential(self, state_id: int) -> float:
+        """Φ of the shaping (see the class docstring): 0 for an accepted proof, else -g per open goal (at least 1)."""
+        if not self.goal_closed_reward or state_id in self._accepted:
+            return 0.0
+        state = self.session.state(state_id)
+        open_goals = len(state.goals) + len(state.background) + state.shelved
+        return -self.goal_closed_reward * max(1, open_goals)
+
+    def _reject(self, error: str, verdict: Verdict, info: dict[str, Any], truncated: bool, shaping: float):
         self._last_error = error
         info.update(state_id=self.state_id, verdict=verdict.value,
                     result=CheckResult(verdict, (error[:200],), error_category=ErrorCategory.OTHER, backend="tactic"))
         reward = float(self.reward_map(info["result"])) if verdict is Verdict.CHEATING else 0.0
-        return self._obs(), reward, False, truncated, info
+        return self._obs(), reward + shaping, False, truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self.session is None:

@@ -11,13 +11,73 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from proofgym.envs.errors import TaskFormatError
+from proofgym.envs.errors import TaskFormatError, TaskTooLarge
 
 SYSTEMS = ("coq", "hol_light", "dafny", "isabelle")
 
 REQUIRED_TASK_KEYS = ("id", "system", "context", "statement", "reference_proof", "category", "timeout_s")
+
+#: The most characters (code points) each text field of a :class:`Task` may hold. A task over a
+#: bound raises :class:`~proofgym.envs.errors.TaskTooLarge` when it is made (the verifier service
+#: answers 413), because every check pays for its fields: a 64 MiB context once tied a worker up
+#: for 297 s. The bounds are generous: the largest context in the suites proofgym builds is a
+#: file prefix, at most the largest source file (HOL Light's ``Multivariate/topology.ml``,
+#: 1.7 MB; s2n-bignum's ``x86/proofs/p384_montjscalarmul_alt.ml``, 0.8 MB; Coq's stdlib, 0.14 MB).
+TASK_FIELD_LIMITS: Mapping[str, int] = MappingProxyType({
+    "id": 4096,
+    "system": 4096,
+    "suite": 4096,
+    "category": 4096,
+    "statement": 1 << 20,
+    "reference_proof": 4 << 20,
+    "context": 8 << 20,
+})
+#: Metadata bounds: characters of its JSON text, and how deeply it may nest (suites use 2 levels).
+MAX_METADATA_CHARS = 1 << 20
+MAX_METADATA_DEPTH = 32
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply dicts, lists and tuples nest in ``value`` (0 for a scalar), counted up to ``limit + 1``.
+
+    Iterative, so that a hostile value cannot exhaust the stack; stops past ``limit``, so that a
+    cyclic value ends too.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _check_bounds(fields: Mapping[str, Any], metadata: Any, source: str) -> None:
+    """Raise :class:`TaskTooLarge` for a text field or metadata beyond its bound."""
+    for name, limit in TASK_FIELD_LIMITS.items():
+        value = fields.get(name)
+        if isinstance(value, str) and len(value) > limit:
+            raise TaskTooLarge(f"{source}: {name!r} has {len(value)} characters; the limit is {limit} "
+                               f"(proofgym.envs.types.TASK_FIELD_LIMITS)")
+    if nesting_depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
+        raise TaskTooLarge(f"{source}: 'metadata' nests more than {MAX_METADATA_DEPTH} levels deep")
+    try:
+        size = len(json.dumps(metadata, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TaskFormatError(f"{source}: 'metadata' is not JSON data: {exc}") from None
+    if size > MAX_METADATA_CHARS:
+        raise TaskTooLarge(f"{source}: 'metadata' is {size} characters as JSON; the limit is {MAX_METADATA_CHARS}")
 
 
 class Verdict(str, enum.Enum):
@@ -72,6 +132,9 @@ class Task:
         timeout_s: Wall-clock budget for one check of this task.
         suite: Name of the suite the task came from ("" if none).
         metadata: Free-form extras (source file, line, original qualified name...).
+
+    Every text field and the metadata are bounded (:data:`TASK_FIELD_LIMITS`,
+    :data:`MAX_METADATA_CHARS`): a larger task raises :class:`~proofgym.envs.errors.TaskTooLarge`.
     """
 
     id: str
@@ -83,6 +146,10 @@ class Task:
     timeout_s: float = 30.0
     suite: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_bounds({name: getattr(self, name) for name in TASK_FIELD_LIMITS}, self.metadata,
+                      f"task {self.id[:200]!r}" if isinstance(self.id, str) else "task")
 
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "<task>") -> Task:
@@ -114,6 +181,8 @@ class Task:
             raise TaskFormatError(f"{source}: 'metadata' must be an object")
         known = set(REQUIRED_TASK_KEYS) | {"suite", "metadata"}
         extras = {k: v for k, v in raw.items() if k not in known}
+        # __post_init__ checks them too; here the message names where the task came from.
+        _check_bounds(raw, {**extras, **metadata}, source)
         return cls(
             id=raw["id"],
             system=raw["system"],

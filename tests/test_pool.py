@@ -7,6 +7,7 @@ tier checks the same interface with real Coq and compares verdicts with a serial
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import time
@@ -81,6 +82,15 @@ class FakeVerifier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class SlowStartVerifier(FakeVerifier):
+    """A FakeVerifier whose ``prepare`` (its prover's start-up, like a HOL Light server loading) takes 1.5 s once."""
+
+    def prepare(self, task: Task) -> None:
+        if not getattr(self, "_started", False):
+            time.sleep(1.5)
+            self._started = True
 
 
 def fake_task(i: int, context: str = "") -> Task:
@@ -259,6 +269,29 @@ def test_kwargs_only_factories_and_cpu_measurement():
         assert p.check(fake_task(0), "sleep:0.05").cpu_s >= 0.0
 
 
+def test_a_check_past_its_deadline_is_timeout_never_a_late_ok():
+    """The deadline (timeout_s + context_allowance_s) covers the whole check, context loading included."""
+    with fake_pool(1, context_allowance_s=0.0) as p:
+        pids = p.worker_pids()
+        slow = dataclasses.replace(fake_task(0), timeout_s=0.2)
+        result = p.submit(slow, "sleep:3").result(timeout=60)
+        assert result.verdict is Verdict.TIMEOUT and result.reward() == 0.0
+        assert "deadline" in result.result.reasons[0] and "timeout_s=0.2" in result.result.reasons[0]
+        # The worker was not killed (its warm contexts survive): it finishes, drops the late OK, goes on.
+        assert p.check(fake_task(1), "ok").verdict is Verdict.OK
+        assert p.worker_pids() == pids and p.stats()["worker_restarts"] == 0
+        assert p.stats()["verdicts"] == {"TIMEOUT": 1, "OK": 1}
+    with pytest.raises(ValueError, match="context_allowance_s"):
+        fake_pool(1, context_allowance_s=-1)
+
+
+def test_a_provers_start_up_is_not_part_of_the_deadline():
+    """``prepare(task)`` (a HOL Light server loading its base: minutes) runs before the deadline starts."""
+    with LocalVerifierPool(1, verifier_factory=SlowStartVerifier, context_allowance_s=0.0) as p:
+        result = p.submit(dataclasses.replace(fake_task(0), timeout_s=1.0), "ok").result(timeout=60)
+        assert result.verdict is Verdict.OK, result
+
+
 def test_make_pool_rejects_unknown_engines():
     with pytest.raises(ValueError, match="engine"):
         make_pool("threads")
@@ -284,3 +317,18 @@ def test_pool_verdicts_match_a_serial_verifier(tiny_suite):
         assert p.stats()["harness_failures"] == {}
     assert got == expected
     assert Verdict.OK in got.values() and Verdict.CHEATING in got.values()
+
+
+@pytest.mark.prover
+@requires_coq
+def test_a_slow_context_on_real_coq_times_out_at_the_pools_deadline():
+    """A context that takes 3 s to load (``Fail Timeout 3``: at least 3 s on any machine) with timeout_s 1 and no
+    allowance is TIMEOUT, not the OK that Coq gives after loading it; the context stays warm on its worker."""
+    context = "Require Import PArith.\nFail Timeout 3 Eval vm_compute in (Pos.iter negb true 10000000000%positive).\n"
+    task = Task("slow.context", "coq", context, "Lemma two : 1 + 1 = 2.", "Proof. reflexivity. Qed.", timeout_s=1)
+    with LocalVerifierPool(1, system_kwargs={"coq": {"audit": "never"}}, context_allowance_s=0.0) as p:
+        result = p.submit(task, "Proof. reflexivity. Qed.").result(timeout=300)
+        assert result.verdict is Verdict.TIMEOUT and "deadline" in result.result.reasons[0], result
+        # The same context with time to spare: the worker finished loading it, so it is warm now.
+        relaxed = dataclasses.replace(task, timeout_s=60)
+        assert p.submit(relaxed, "Proof. reflexivity. Qed.").result(timeout=300).verdict is Verdict.OK

@@ -7,11 +7,11 @@ import pickle
 
 import pytest
 
-from proofgym.envs.errors import InvalidSubmission, TaskFormatError
+from proofgym.envs.errors import InvalidSubmission, TaskFormatError, TaskTooLarge
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText
 from proofgym.envs.tasks.suites import load_tasks
-from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.types import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, TASK_FIELD_LIMITS, CheckResult, Task, Verdict
 from proofgym.envs.verifiers.base import validate_submission
 from proofgym.training.evaluate import pass_at_k
 
@@ -43,6 +43,44 @@ def test_task_round_trip_and_frozen():
 def test_task_errors_say_what_is_wrong(change, message):
     with pytest.raises(TaskFormatError, match=message):
         Task.from_dict({**GOOD, **change})
+
+
+@pytest.mark.parametrize("field", sorted(TASK_FIELD_LIMITS))
+def test_every_text_field_is_bounded_at_construction_and_from_dict(field):
+    limit = TASK_FIELD_LIMITS[field]
+    if field != "system":  # from_dict allows only the known systems anyway
+        assert len(getattr(Task.from_dict({**GOOD, field: "x" * limit}), field)) == limit  # the bound is allowed
+        with pytest.raises(TaskTooLarge, match=rf"suite.jsonl:3: '{field}' has {limit + 1} characters; the limit"):
+            Task.from_dict({**GOOD, field: "x" * (limit + 1)}, source="suite.jsonl:3")
+    with pytest.raises(TaskTooLarge, match=f"'{field}'"):  # also when code builds a Task directly
+        Task(**{**GOOD, field: "x" * (limit + 1)})
+    assert issubclass(TaskTooLarge, TaskFormatError)  # callers that catch format errors catch it too
+
+
+def test_the_bounds_are_generous_for_real_suites():
+    # The largest fields the built suites have (see TASK_FIELD_LIMITS): HOL Light library contexts are
+    # file prefixes of up to 1.7 MB, s2n-bignum's up to 0.8 MB; statements are a few kB.
+    assert TASK_FIELD_LIMITS["context"] >= 4 * 1_728_268
+    assert TASK_FIELD_LIMITS["reference_proof"] >= 4 * 788_858 and TASK_FIELD_LIMITS["statement"] >= 1 << 20
+    for task in load_tasks("dafny-nl"):
+        assert all(len(getattr(task, f)) * 100 < TASK_FIELD_LIMITS[f] for f in TASK_FIELD_LIMITS)
+
+
+def test_metadata_is_bounded_in_size_and_depth():
+    deep: dict = {}
+    node = deep
+    for _ in range(MAX_METADATA_DEPTH + 5):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(TaskTooLarge, match="nests more than"):
+        Task.from_dict({**GOOD, "metadata": deep})
+    with pytest.raises(TaskTooLarge, match="metadata"):
+        Task.from_dict({**GOOD, "metadata": {"blob": "x" * MAX_METADATA_CHARS}})
+    cyclic: list = []
+    cyclic.append(cyclic)  # in-memory metadata can be cyclic: the depth count still ends
+    with pytest.raises(TaskTooLarge):
+        Task(**{**GOOD, "metadata": {"loop": cyclic}})
+    assert Task.from_dict({**GOOD, "metadata": {"qualid": "Coq.Init.Nat.add", "line": 3}}).metadata["line"] == 3
 
 
 def test_missing_keys_are_named():

@@ -35,6 +35,12 @@ Faults the local engine handles (see ``tests/test_faults.py``):
   started at once, and checks queued behind the dead one move on;
 - a prover process killed or crashed under a check (a ``verifier`` harness failure: the worker drops
   that verifier): the check is retried once on a fresh verifier, then returned as the failure;
+- a check that runs past its deadline, ``task.timeout_s`` plus ``context_allowance_s`` (default
+  :data:`DEFAULT_CONTEXT_ALLOWANCE_S`, for loading the task's context, lexing it included) counted
+  from when the worker's verifier is ready (started and, where it has ``prepare(task)``, with its
+  prover server up), is answered ``TIMEOUT`` at that deadline, and an ``OK`` that arrives after it is
+  ``TIMEOUT`` too: never a late OK. The worker finishes the check (its contexts stay warm) and the
+  late answer is dropped;
 - a check that never answers: the worker is killed at a watchdog deadline far beyond the verifier's
   own, and the check is a ``watchdog`` harness failure (a hang would hang again: no retry);
 - ``close()`` is idempotent, stops the workers (SIGKILL after a grace period), reaps them, and
@@ -89,6 +95,11 @@ logger = logging.getLogger(__name__)
 
 #: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind``).
 HARNESS_KINDS = ("verifier", "task", "worker_died", "watchdog", "internal", "closed")
+
+#: Seconds a check may take beyond its task's ``timeout_s`` before the pool answers TIMEOUT: time to
+#: load (and lex) the task's context on a cold worker. A prover's own start-up (a HOL Light server
+#: loading its base, minutes) is not counted: the worker runs the verifier's ``prepare(task)`` first.
+DEFAULT_CONTEXT_ALLOWANCE_S = 120.0
 
 _DEFAULT_REWARDS = RewardMap()
 
@@ -501,6 +512,10 @@ def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | s
                     verifier = _construct(make, task.system,
                                           {**verifier_kwargs, **system_kwargs.get(task.system, {})})
                     verifiers[task.system] = verifier
+                prepare = getattr(verifier, "prepare", None)
+                if prepare is not None:
+                    prepare(task)  # the prover's own start-up is not part of the check's deadline
+                conn.send(("running", seq))
                 cpu_before = tree_cpu_s() if measure_cpu else 0.0
                 result = verifier.check(task, proof)
                 if measure_cpu and not result.cpu_s:
@@ -538,6 +553,7 @@ class _Job:
     attempts: int = 0
     started: float = 0.0
     deadline: float = 0.0
+    check_deadline: float = 0.0  # when the verdict is due (0: the worker's verifier is not ready yet)
     running: bool = False
     watchdog_fired: bool = False
 
@@ -602,6 +618,8 @@ class LocalVerifierPool(VerifierPool):
         mp_context: multiprocessing start method; ``spawn`` (the default) is safe with threads.
         measure_cpu: Fill ``CheckResult.cpu_s`` (when the verifier does not) with the CPU seconds of the
             worker's process tree during the check (a few ``/proc`` reads per check).
+        context_allowance_s: Seconds beyond ``task.timeout_s`` a check may take (loading its context)
+            before it is answered ``TIMEOUT``; see the module docstring.
     """
 
     engine = "local"
@@ -620,9 +638,13 @@ class LocalVerifierPool(VerifierPool):
         start_timeout_s: float = 120.0,
         mp_context: str = "spawn",
         measure_cpu: bool = False,
+        context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if context_allowance_s < 0:
+            raise ValueError(f"context_allowance_s must be >= 0, got {context_allowance_s}")
+        self.context_allowance_s = float(context_allowance_s)
         super().__init__(max_pending=max_pending or 4 * workers)
         self.workers = int(workers)
         self.max_retries = int(max_retries)
@@ -814,6 +836,7 @@ class LocalVerifierPool(VerifierPool):
                 if slot.proc is None and not slot.broken and now >= slot.retry_at:
                     self._start(slot)
             self._check_watchdogs()
+            self._check_deadlines(finished)
             self._feed_idle(finished)
         for job, result in finished:
             self._resolve(job, result)
@@ -829,10 +852,18 @@ class LocalVerifierPool(VerifierPool):
                     if message[0] == "ready":
                         slot.ready, slot.pid, slot.failed_starts, slot.came_up = True, int(message[1]), 0, True
                         continue
+                    if message[0] == "running":
+                        if slot.current is not None and slot.current.seq == message[1]:
+                            slot.current.check_deadline = (time.monotonic() + slot.current.task.timeout_s
+                                                           + self.context_allowance_s)
+                        continue
                     _, seq, result, kind, text = message
                     job = slot.current
                     if job is None or job.seq != seq:
                         continue  # a job failed by close() or the watchdog meanwhile
+                    if result is not None and result.verdict is Verdict.OK and job.check_deadline \
+                            and time.monotonic() > job.check_deadline:
+                        result = self._late(job)  # never a late OK
                     slot.current = None
                     slot.checks += 1
                     if result is None and kind == "verifier" and job.attempts <= self.max_retries:
@@ -860,6 +891,7 @@ class LocalVerifierPool(VerifierPool):
                 job.attempts += 1
                 job.started = time.monotonic()
                 job.deadline = job.started + float(self._watchdog(job.task))
+                job.check_deadline = 0.0
                 slot.current = job
                 try:
                     slot.conn.send((job.seq, job.task, job.proof))
@@ -885,6 +917,8 @@ class LocalVerifierPool(VerifierPool):
                     return None
                 job = max(victims, key=lambda s: len(s.queue)).queue.pop()
                 self._remember(job.key, slot)
+            if job.future.done():
+                continue  # answered already (TIMEOUT at its deadline) while it waited for a retry
             if job.running or job.future.set_running_or_notify_cancel():
                 job.running = True
                 return job
@@ -947,6 +981,22 @@ class LocalVerifierPool(VerifierPool):
                                slot.index)
                 with contextlib.suppress(OSError, AttributeError):
                     slot.proc.kill()
+
+    def _check_deadlines(self, finished: list[tuple[_Job, PoolResult]]) -> None:
+        """Answer TIMEOUT for a check past its deadline; its worker goes on, and its late answer is dropped."""
+        now = time.monotonic()
+        for slot in self._slots:
+            job = slot.current
+            if job is not None and job.check_deadline and now > job.check_deadline and not job.future.done() \
+                    and all(queued is not job for queued, _ in finished):
+                finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, self._late(job),
+                                                 "", "", job.attempts, f"local:{slot.index}:{slot.pid}",
+                                                 job.started - job.submitted, now - job.submitted)))
+
+    def _late(self, job: _Job) -> CheckResult:
+        return CheckResult(Verdict.TIMEOUT, (
+            f"the check ran past its deadline: timeout_s={job.task.timeout_s:g} plus {self.context_allowance_s:g} s "
+            f"allowed for loading the context",), error_category=ErrorCategory.TIMEOUT, backend="pool")
 
     def _start(self, slot: _Slot) -> None:
         parent, child = self._ctx.Pipe(duplex=True)

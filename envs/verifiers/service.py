@@ -21,15 +21,21 @@ Endpoints (JSON in, JSON out):
   JSON, or the Prometheus text format with ``?format=prometheus``.
 
 Limits: bodies over ``max_body_bytes`` get 413 before they are read, batches over ``max_batch``
-get 413, and when more than ``max_queue`` checks are pending a request gets 503 with
-``Retry-After``. A token (``Authorization: Bearer T``) is required for everything but
-``/health`` when one is set, and the service refuses to listen beyond loopback without one.
+get 413, a task field over its bound (``proofgym.envs.types.TASK_FIELD_LIMITS``) gets 413, and
+when more than ``max_queue`` checks are pending a request gets 503 with ``Retry-After``.
+
+Security: a token (``Authorization: Bearer T``) is required for everything but ``/health`` when
+one is set, and the service refuses to listen beyond loopback without one. Every request first
+passes the request guard (``http_guard.py``): a ``Host`` that is not this server (DNS
+rebinding) gets 421, a request that carries an ``Origin`` (a web page) gets 403 unless that origin
+was allowed (``allowed_origins``, ``--allow-origin``), and a ``POST`` body that is not
+``application/json`` (a page's CORS "simple" request) gets 415. So no web page the operator opens
+can run checks or read ``/metrics``, with or without a token.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import threading
@@ -42,12 +48,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from proofgym.envs.errors import ProofgymError, TaskFormatError
+from proofgym.envs.errors import ProofgymError, TaskFormatError, TaskTooLarge
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
 from proofgym.envs.verifiers.pool import PoolResult, VerifierPool
 
-__all__ = ["ServiceConfig", "ServiceConfigError", "VerifierService", "is_loopback"]
+__all__ = ["ServiceConfig", "ServiceConfigError", "VerifierService"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +77,10 @@ class ServiceConfig:
         max_batch: Most checks in one request.
         max_queue: Pending checks (all clients) above which requests get 503 + Retry-After.
         client_timeout_s: Socket timeout for a client that stops sending (slow-loris).
+        allowed_origins: Web page origins (``scheme://host[:port]``) whose requests are served; any
+            other request that carries an ``Origin`` gets 403.
+        allowed_hosts: Names besides loopback, the bound address and this machine's host name that
+            clients may send in ``Host`` (others get 421).
     """
 
     host: str = "127.0.0.1"
@@ -79,24 +90,8 @@ class ServiceConfig:
     max_batch: int = 1024
     max_queue: int = 8192
     client_timeout_s: float = 120.0
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: HTTPStatus, message: str, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = dict(headers or {})
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class _Metrics:
@@ -171,16 +166,15 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s %s", self.address_string(), format % args)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _send_json(self, status: HTTPStatus, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self._send(status, body, "application/json", headers)
 
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str,
-              headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
+        for key, value in {**self.server.service.guard.cors_headers(self.headers), **(headers or {})}.items():
             self.send_header(key, value)
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -188,7 +182,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.server.service.metrics.request(urlsplit(self.path).path, int(status))
 
-    def _fail(self, error: _HTTPError) -> None:
+    def _fail(self, error: RequestRefused) -> None:
+        if error.close:
+            self.close_connection = True
         self._send_json(error.status, {"error": error.message}, error.headers)
 
     def _authorize(self) -> None:
@@ -198,38 +194,16 @@ class _Handler(BaseHTTPRequestHandler):
         header = self.headers.get("Authorization", "")
         given = header[7:].strip() if header[:7].lower() == "bearer " else self.headers.get("X-Proofgym-Token", "")
         if not hmac.compare_digest(given.encode(), token.encode()):
-            raise _HTTPError(HTTPStatus.UNAUTHORIZED, "missing or wrong token: send 'Authorization: Bearer <token>'",
-                             {"WWW-Authenticate": "Bearer"})
-
-    def _read_json(self) -> Any:
-        config = self.server.service.config
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            self.close_connection = True
-            raise _HTTPError(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length; chunked bodies are not accepted")
-        length_text = self.headers.get("Content-Length")
-        if length_text is None:
-            self.close_connection = True
-            raise _HTTPError(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
-        try:
-            length = int(length_text)
-        except ValueError:
-            self.close_connection = True
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, "Content-Length is not a number") from None
-        if length < 0 or length > config.max_body_bytes:
-            self.close_connection = True  # the body stays unread: this connection cannot be reused
-            raise _HTTPError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                             f"body is {length} bytes; the limit is {config.max_body_bytes} bytes")
-        raw = self.rfile.read(length)
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, f"body is not UTF-8 JSON: {exc}") from None
+            raise RequestRefused(HTTPStatus.UNAUTHORIZED,
+                                 "missing or wrong token: send 'Authorization: Bearer <token>'",
+                                 {"WWW-Authenticate": "Bearer"})
 
     # -- routes -------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         url = urlsplit(self.path)
         service = self.server.service
         try:
+            service.guard.check("GET", self.headers)
             if url.path == "/health":
                 health = service.health()
                 self._send_json(HTTPStatus.OK if health["status"] == "ok" else HTTPStatus.SERVICE_UNAVAILABLE, health)
@@ -242,32 +216,49 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._send_json(HTTPStatus.OK, service.metrics_snapshot())
             elif url.path in ("/check", "/reward"):
-                raise _HTTPError(HTTPStatus.METHOD_NOT_ALLOWED, f"use POST {url.path}", {"Allow": "POST"})
+                raise RequestRefused(HTTPStatus.METHOD_NOT_ALLOWED, f"use POST {url.path}", {"Allow": "POST"})
             else:
-                raise _HTTPError(HTTPStatus.NOT_FOUND, f"no endpoint {url.path}; see /health /metrics /check /reward")
-        except _HTTPError as error:
+                raise RequestRefused(HTTPStatus.NOT_FOUND, f"no endpoint {url.path}; see /health /metrics /check /reward")
+        except RequestRefused as error:
             self._fail(error)
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         url = urlsplit(self.path)
         service = self.server.service
         try:
+            # The guard runs before anything reads the body or looks at the token: a refused page learns nothing.
+            service.guard.check("POST", self.headers)
             if url.path not in ("/check", "/reward"):
-                self.close_connection = True
-                raise _HTTPError(HTTPStatus.NOT_FOUND, f"no endpoint POST {url.path}; use /check or /reward")
-            self._authorize()
-            payload = self._read_json()
+                raise RequestRefused(HTTPStatus.NOT_FOUND, f"no endpoint POST {url.path}; use /check or /reward",
+                                     close=True)
+            try:
+                self._authorize()
+            except RequestRefused as error:
+                error.close = True  # the body stays unread
+                raise
+            payload = read_json_body(self, service.config.max_body_bytes)
             if url.path == "/check":
                 self._send_json(HTTPStatus.OK, service.check(payload))
             else:
                 self._send_json(HTTPStatus.OK, service.openrlhf_reward(payload))
-        except _HTTPError as error:
+        except RequestRefused as error:
             self._fail(error)
         except ProofgymError as exc:  # e.g. the pool is closing: the client may retry elsewhere
-            self._fail(_HTTPError(HTTPStatus.SERVICE_UNAVAILABLE, f"{type(exc).__name__}: {exc}", {"Retry-After": "1"}))
+            self._fail(RequestRefused(HTTPStatus.SERVICE_UNAVAILABLE, f"{type(exc).__name__}: {exc}",
+                                      {"Retry-After": "1"}))
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the service down
             logger.exception("verifier service: internal error on %s", url.path)
-            self._fail(_HTTPError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}"))
+            self._fail(RequestRefused(HTTPStatus.INTERNAL_SERVER_ERROR,
+                                      f"internal error: {type(exc).__name__}: {exc}"))
+
+    def do_OPTIONS(self) -> None:  # noqa: N802 - the stdlib's name
+        # A CORS preflight: answered only for an origin the operator allowed.
+        try:
+            headers = self.server.service.guard.preflight(self.headers)
+        except RequestRefused as error:
+            self._fail(error)
+            return
+        self._send(HTTPStatus.NO_CONTENT, b"", "text/plain", headers)
 
 
 class VerifierService:
@@ -289,13 +280,7 @@ class VerifierService:
                  tasks: Mapping[str, Task] | None = None, reward_map: RewardMap | None = None,
                  owns_pool: bool = False) -> None:
         config = config or ServiceConfig()
-        if not is_loopback(config.host) and not config.token:
-            raise ServiceConfigError(
-                f"refusing to listen on {config.host} without a token: anyone who can reach it could run checks; "
-                f"pass --token (or set {TOKEN_ENV}), or listen on 127.0.0.1"
-            )
-        if config.token is not None and len(config.token) < 16:
-            raise ServiceConfigError("the token is too short: use at least 16 characters (e.g. `openssl rand -hex 24`)")
+        self.guard = self.validate(config)
         self.pool = pool
         self.config = config
         self.tasks = dict(tasks or {})
@@ -306,6 +291,22 @@ class VerifierService:
         self._server.service = self
         self._thread: threading.Thread | None = None
         self._stopped = False
+
+    @staticmethod
+    def validate(config: ServiceConfig) -> RequestGuard:
+        """The request guard for ``config``; :class:`ServiceConfigError` if the service cannot run so."""
+        if not is_loopback_host(config.host) and not config.token:
+            raise ServiceConfigError(
+                f"refusing to listen on {config.host} without a token: anyone who can reach it could run checks; "
+                f"pass --token (or set {TOKEN_ENV}), or listen on 127.0.0.1"
+            )
+        if config.token is not None and len(config.token) < 16:
+            raise ServiceConfigError("the token is too short: use at least 16 characters (e.g. `openssl rand -hex 24`)")
+        try:
+            return RequestGuard.create(config.host, allowed_origins=config.allowed_origins,
+                                       allowed_hosts=config.allowed_hosts)
+        except ValueError as exc:
+            raise ServiceConfigError(f"{exc} (--allow-origin / --allow-host)") from None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -350,24 +351,26 @@ class VerifierService:
         if "task" in item:
             try:
                 return Task.from_dict(item["task"], source=f"requests[{index}].task")
+            except TaskTooLarge as exc:
+                raise RequestRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc)) from None
             except TaskFormatError as exc:
-                raise _HTTPError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+                raise RequestRefused(HTTPStatus.BAD_REQUEST, str(exc)) from None
         task_id = item.get("task_id")
         if not isinstance(task_id, str):
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, f"requests[{index}] needs 'task' (an object) or 'task_id'")
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, f"requests[{index}] needs 'task' (an object) or 'task_id'")
         if task_id not in self.tasks:
             hint = "" if self.tasks else " (this service has no suite: start it with --suite, or send 'task')"
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, f"requests[{index}]: unknown task_id {task_id!r}{hint}")
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, f"requests[{index}]: unknown task_id {task_id!r}{hint}")
         return self.tasks[task_id]
 
     def _run(self, checks: list[tuple[Any, Task, Any]]) -> list[PoolResult]:
         if not checks:
             return []
         if len(checks) > self.config.max_batch:
-            raise _HTTPError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            raise RequestRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                              f"{len(checks)} checks in one request; the limit is {self.config.max_batch}")
         if self.pool.pending + len(checks) > self.config.max_queue:
-            raise _HTTPError(HTTPStatus.SERVICE_UNAVAILABLE,
+            raise RequestRefused(HTTPStatus.SERVICE_UNAVAILABLE,
                              f"{self.pool.pending} checks are queued; try again shortly", {"Retry-After": "1"})
         futures = [self.pool.submit(task, proof, request_id=rid) for rid, task, proof in checks]
         results = [f.result() for f in futures]
@@ -379,11 +382,11 @@ class VerifierService:
         """``POST /check``."""
         items = payload.get("requests") if isinstance(payload, dict) else payload
         if not isinstance(items, list):
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, "send {\"requests\": [{\"task\" or \"task_id\", \"proof\"}, ...]}")
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, "send {\"requests\": [{\"task\" or \"task_id\", \"proof\"}, ...]}")
         checks = []
         for index, item in enumerate(items):
             if not isinstance(item, dict):
-                raise _HTTPError(HTTPStatus.BAD_REQUEST, f"requests[{index}] must be an object")
+                raise RequestRefused(HTTPStatus.BAD_REQUEST, f"requests[{index}] must be an object")
             task = self._task(item, index)
             proof = item.get("proof")
             if item.get("parse") and isinstance(proof, str):
@@ -400,12 +403,12 @@ class VerifierService:
     def openrlhf_reward(self, payload: Any) -> dict[str, Any]:
         """``POST /reward``: OpenRLHF's ``--remote_rm_url`` protocol, with task ids as ``labels``."""
         if not isinstance(payload, dict) or not isinstance(payload.get("query"), list):
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, "send {\"query\": [...], \"prompts\": [...], \"labels\": [...]}")
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, "send {\"query\": [...], \"prompts\": [...], \"labels\": [...]}")
         queries = payload["query"]
         prompts = payload.get("prompts") or [""] * len(queries)
         labels = payload.get("labels")
         if not isinstance(labels, list) or len(labels) != len(queries) or len(prompts) != len(queries):
-            raise _HTTPError(HTTPStatus.BAD_REQUEST, "'labels' (task ids) and 'prompts' must match 'query' in length")
+            raise RequestRefused(HTTPStatus.BAD_REQUEST, "'labels' (task ids) and 'prompts' must match 'query' in length")
         checks = []
         for index, (query, prompt, label) in enumerate(zip(queries, prompts, labels, strict=True)):
             task = self._task({"task_id": label} if isinstance(label, str) else {"task": label}, index)
@@ -415,7 +418,7 @@ class VerifierService:
         results = self._run(checks)
         broken = [r for r in results if r.harness_failure]
         if broken:
-            raise _HTTPError(HTTPStatus.SERVICE_UNAVAILABLE,
+            raise RequestRefused(HTTPStatus.SERVICE_UNAVAILABLE,
                              f"{len(broken)} of {len(results)} checks had a harness failure (first: "
                              f"{broken[0].error_kind}: {broken[0].harness_error[:200]}); retry the batch",
                              {"Retry-After": "1"})
