@@ -40,8 +40,10 @@ HARD = "Lemma hard (n : nat) : n + 0 = n."
                  id="prose-after-qed-no-period"),
     pytest.param("Proof. auto. Qed", ("Proof.", "(auto).", "Qed."), "missing period", id="qed-without-period"),
     pytest.param("Proof. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "repeated `Proof.`", id="proof-twice"),
-    pytest.param("Proof. Proof using. auto. Qed.", ("Proof using.", "(auto).", "Qed."), "Proof using",
+    pytest.param("Proof. Proof using. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Proof using",
                  id="proof-using-after-proof"),
+    pytest.param("Proof. Proof (eq_refl).", ("Proof.", "exact ((eq_refl)).", "Qed."), "Proof <term>",
+                 id="proof-term-after-proof"),
     pytest.param("Proof. -reflexivity. +auto. Qed.", ("Proof.", "-", "(reflexivity).", "+", "(auto).", "Qed."), "",
                  id="glued-bullets"),
     pytest.param("Import ListNotations. Open Scope list_scope. Proof. auto. Qed.",
@@ -130,6 +132,8 @@ TASKS = {
     "classic": _task("classic", "Lemma em (P : Prop) : P \\/ ~ P.", context="Require Import Classical.\n",
                      reference="Proof. apply classic. Qed.",
                      allowed_axioms=["Coq.Logic.Classical_Prop.classic"]),
+    "section_hyp": _task("section_hyp", "Lemma x0 : x = 0.", context="Section S.\nVariable x : nat.\n"
+                         "Hypothesis H : x = 0.\n", reference="Proof. exact H. Qed."),
     "monoid": _task("monoid", "Lemma unit_unique (u : A) (Hu : forall x, op u x = x) : u = unit.", context=MONOID,
                     reference="Proof. rewrite <- (unit_r u). apply Hu. Qed."),
 }
@@ -207,6 +211,9 @@ SLIPS = [
     # -- Proof repeated, Proof using -------------------------------------------------------------------------
     S("app_nil_r", "Proof.\n" + APP, Verdict.OK, id="proof-repeated"),
     S("app_nil_r", "Proof. Proof using." + APP[len("Proof."):], Verdict.OK, id="proof-using-after-proof"),
+    S("section_hyp", "Proof. Proof using. exact H. Qed.", Verdict.OK, id="proof-using-after-proof-section-hypothesis"),
+    S("section_hyp", "Proof using. exact H. Qed.", Verdict.FAIL, "Qed", id="proof-using-opener-is-coqs"),
+    S("hard", "Proof.\nProof (eq_sym (plus_n_O n)).", Verdict.OK, id="proof-term-after-proof"),
     S("nth_In", NTH, Verdict.OK, id="glued-bullets"),
     S("hard", "Proof. induction n. Proof. -reflexivity. -simpl. rewrite IHn. reflexivity. Qed.", Verdict.OK,
       id="proof-in-the-middle"),

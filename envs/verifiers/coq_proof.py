@@ -24,8 +24,8 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
 **The proof**, where every sentence must be one of:
 
 * ``Proof.``, ``Proof using ...``, ``Proof with <tactic>.`` (first only; a repeated
-  ``Proof.`` or ``Proof using`` is dropped); ``Proof <term>.`` becomes
-  ``Proof. exact (<term>). Qed.``;
+  ``Proof.`` or ``Proof using`` is dropped, a ``Proof with`` or ``Proof <term>`` right
+  after ``Proof.`` replaces it); ``Proof <term>.`` becomes ``Proof. exact (<term>). Qed.``;
 * a bullet (``-``, ``+``, ``*``, repeated) or a brace, optionally after a goal selector;
 * a tactic, optionally after a goal selector (``2:``, ``1-3:``, ``all:``, ``!:``,
   ``par:``, ``[x]:``). It is sent to Coq as ``(<tactic>).`` so that Coq's own
@@ -478,10 +478,16 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             ended = True
             continue
         if first == "Proof":
-            if opener < 0 and not tactic_seen and _is_proof_term(code):
+            fresh_bare = opener >= 0 and not tactic_seen and out[opener] == "Proof."
+            if (opener < 0 or fresh_bare) and not tactic_seen and _is_proof_term(code):
+                # ``Proof <term>.``, also right after a ``Proof.`` (``Proof. Proof (t).``).
                 term = _PROOF_TERM_RE.match(code).group(1).strip()
                 identifiers |= _tokens(term)
-                out.extend(["Proof.", f"exact ({term}).", "Qed."])
+                if fresh_bare:
+                    notes.append("dropped a `Proof.` before `Proof <term>.`")
+                else:
+                    out.append("Proof.")
+                out.extend([f"exact ({term}).", "Qed."])
                 ended = True
                 continue
             error = _proof_sentence(code, out, opener, tactic_seen, identifiers, notes)
@@ -562,7 +568,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     return NormalizedProof(tuple(out), frozenset(identifiers), uses_vm, tuple(requires), tuple(notes))
 
 
-_PROOF_LINE_RE = re.compile(r"\n[ \t]*(?=Proof(?:\s*\.|\s+(?:using|with)\b))")
+_PROOF_LINE_RE = re.compile(r"\n[ \t]*(?=Proof(?:\s*\.|\s+(?:using|with)\b|\s*\())")
 
 
 def _split_prose_preface(proof: str) -> Iterator[Sentence]:
@@ -657,17 +663,17 @@ def _proof_sentence(code: str, out: list[str], opener: int, tactic_seen: bool, i
                     notes: list[str]) -> str:
     """Handle a ``Proof ...`` sentence: append to ``out`` or note it; return an error text or ""."""
     if opener >= 0 or tactic_seen:
-        # A second Proof command. ``Proof.`` and ``Proof using`` change nothing in a proof that
-        # has begun, so they are dropped; one more ``Proof using`` or ``Proof with`` that comes
-        # right after a plain ``Proof.`` replaces it, as the model meant.
+        # A second Proof command. ``Proof.`` changes nothing in a proof that has begun, and a
+        # ``Proof using`` only narrows the section variables the proof may use, which the
+        # statement checked inside its section does not depend on: both are dropped (Coq would
+        # apply the ``using`` and fail a proof that uses a hypothesis of the section). A
+        # ``Proof with`` right after a plain ``Proof.`` replaces it, as the model meant.
         fresh = opener >= 0 and not tactic_seen and out[opener] == "Proof."
         if _PROOF_RE.match(code):
             notes.append("dropped a repeated `Proof.`")
             return ""
-        if m := _PROOF_USING_RE.match(code):
-            if fresh:
-                out[opener] = f"Proof using{m.group(1)}."
-            notes.append("merged a repeated `Proof using` into the first `Proof`")
+        if _PROOF_USING_RE.match(code):
+            notes.append(f"dropped `{_short(code)}` after the first `Proof`")
             return ""
         if (m := _PROOF_WITH_RE.match(code)) and fresh:
             tactic = m.group(1).strip()
