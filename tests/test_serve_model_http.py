@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import http.client
 import json
 import threading
@@ -90,6 +91,21 @@ def test_api_key_is_enforced_when_set(server):
     with pytest.raises(ModelUnavailable, match="rejected the API key"):
         OpenAIAgent("m", base_url=server.url, api_key="wrong").generate([request])
     assert OpenAIAgent("m", base_url=server.url, api_key="k").generate([request])[0].text == "echo: x"
+
+
+def test_api_key_is_compared_in_constant_time(server, monkeypatch):
+    compared = []
+    real = hmac.compare_digest
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b))
+    server.api_key = "the-key"
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    payload = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    for given in (b"the-kex", "ключ".encode()):  # a non-ASCII key is a 401 too, never a 500
+        status, body, _ = _post(conn, "/v1/chat/completions", payload, {"x-api-key": given})
+        assert status == 401 and body["error"]["type"] == "authentication_error"
+    assert len(compared) == 2
+    assert _post(conn, "/v1/chat/completions", payload, {"Authorization": "Bearer the-key"})[0] == 200
 
 
 def test_concurrent_requests_are_batched(server):

@@ -13,13 +13,18 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from typing import Any
 
 import pytest
 
+from proofgym.agents import ScriptedAgent
+from proofgym.agents.serve import ModelServer
 from proofgym.envs.errors import VerifierError
-from proofgym.envs.types import Verdict
+from proofgym.envs.types import TASK_FIELD_LIMITS, Verdict
+from proofgym.envs.verifiers.http_guard import is_loopback_host
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.envs.verifiers.service import ServiceConfig, ServiceConfigError, VerifierService
 from proofgym.envs.verifiers.service_client import (
@@ -48,13 +53,21 @@ def service(pool):
         yield svc
 
 
-def request(svc: VerifierService, method: str, path: str, body: Any = None, headers: dict | None = None,
-            raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
-    host, port = svc.address
+def request(svc: VerifierService | tuple[str, int], method: str, path: str, body: Any = None,
+            headers: dict | None = None, raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+    """One request to 127.0.0.1; a header given as None is not sent (``Host`` included)."""
+    host, port = svc if isinstance(svc, tuple) else svc.address
     conn = http.client.HTTPConnection(host, port, timeout=60)
     try:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        conn.putrequest(method, path, skip_host="Host" in sent, skip_accept_encoding=True)
+        for key, value in sent.items():
+            if value is not None:
+                conn.putheader(key, value)
+        if data is not None:
+            conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data)
         resp = conn.getresponse()
         payload = resp.read()
         kind = resp.getheader("Content-Type", "")
@@ -145,6 +158,24 @@ def test_refuses_to_listen_beyond_loopback_without_a_token(pool):
     assert proc.returncode == 2 and "without a token" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_deeply_nested_body_is_400_not_500(service):
+    for depth in (100, 30_000):  # the second breaks the stdlib parser (RecursionError)
+        status, _, out = request(service, "POST", "/check", raw=b"[" * depth + b"]" * depth)
+        assert status == 400 and "nested" in out["error"], (depth, status, out)
+    # Nested inside a task's metadata, below the body limit: the same answer, and nothing reached a worker.
+    task = fake_task(0).to_dict()
+    task["metadata"] = {"x": json.loads("[" * 80 + "]" * 80)}
+    assert request(service, "POST", "/check", [{"task": task, "proof": "ok"}])[0] == 400
+
+
+def test_a_task_field_over_its_bound_is_413(pool):
+    with VerifierService(pool, ServiceConfig(port=0, max_body_bytes=4 << 20)) as svc:
+        task = {**fake_task(0).to_dict(), "statement": "x" * (TASK_FIELD_LIMITS["statement"] + 1)}
+        status, _, out = request(svc, "POST", "/check", [{"task": task, "proof": "ok"}])
+        assert status == 413 and "'statement'" in out["error"] and "limit" in out["error"]
+        assert svc.metrics_snapshot()["checks_total"] == 0
+
+
 def test_openrlhf_remote_reward_protocol(service):
     prompt = "Prove: True.\n"
     body = {"query": [prompt + "```coq\nok\n```", prompt + "fail"], "prompts": [prompt, prompt],
@@ -177,6 +208,115 @@ def test_result_round_trip():
 
     original = CheckResult(Verdict.FAIL, ("r",), ("m",), (Goal(("n : nat",), "n = n"),), ErrorCategory.LOGIC)
     assert result_from_dict(original.to_dict()) == original
+
+
+# ---------------------------------------------------------------------------------------------
+# the request guard, the same on both servers (serve-verifier and serve-model)
+
+
+@pytest.fixture(scope="module", params=["serve-verifier", "serve-model"])
+def guarded(request, pool):
+    """(address, POST path, a good body) of a server with the default guard; both must refuse the same things."""
+    if request.param == "serve-verifier":
+        with VerifierService(pool, ServiceConfig(port=0)) as svc:
+            yield svc.address, "/check", [{"task": fake_task(0).to_dict(), "proof": "ok"}]
+    else:
+        server = ModelServer(ScriptedAgent(lambda r: "echo", model="m"), port=0, model_name="m")
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield server.server_address[:2], "/v1/chat/completions", {"model": "m", "messages": [
+            {"role": "user", "content": "x"}]}
+        server.shutdown()
+        server.server_close()
+
+
+def test_guard_serves_its_own_clients(guarded):
+    address, path, body = guarded
+    port = address[1]
+    for host in ("127.0.0.1", f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
+        status, _, out = request(address, "POST", path, body, {"Host": host})
+        assert status == 200, (host, out)
+
+
+@pytest.mark.parametrize("headers, status, says", [
+    ({"Content-Type": "text/plain"}, 415, "application/json"),  # a page's CORS "simple" request
+    ({"Content-Type": "application/x-www-form-urlencoded"}, 415, "application/json"),
+    ({"Content-Type": None}, 415, "application/json"),
+    ({"Content-Type": "application/json; charset=latin-1"}, 415, "application/json"),
+    ({"Host": "attacker.example:8000"}, 421, "DNS rebinding"),  # a rebinding page sends its own name
+    ({"Host": "localhost.attacker.example"}, 421, "--allow-host"),
+    ({"Host": "127.0.0.1.nip.io"}, 421, "--allow-host"),
+    ({"Host": "evil.localhost"}, 421, "--allow-host"),
+    ({"Host": None}, 400, "Host"),
+    ({"Host": "127.0.0.1:x"}, 400, "Host"),
+    ({"Origin": "http://attacker.example"}, 403, "--allow-origin"),
+    ({"Origin": "null"}, 403, "--allow-origin"),
+    ({"Origin": "http://127.0.0.1:3000"}, 403, "--allow-origin"),  # loopback pages are web pages too
+    ({"Sec-Fetch-Site": "cross-site"}, 403, "another site"),
+])
+def test_guard_refuses_what_a_web_page_can_send(guarded, headers, status, says):
+    address, path, body = guarded
+    got, response_headers, out = request(address, "POST", path, body, headers)
+    message = out["error"] if isinstance(out["error"], str) else out["error"]["message"]
+    assert got == status and says in message, (got, out)
+    assert "access-control-allow-origin" not in response_headers
+    if status != 415:  # GET too: a rebinding page must not read /metrics or the model list
+        get_path = "/metrics" if path == "/check" else "/v1/models"
+        assert request(address, "GET", get_path, headers=headers)[0] == status
+
+
+def test_guard_answers_deeply_nested_json_with_400(guarded):
+    address, path, _ = guarded
+    for depth in (100, 100_000):
+        status, _, out = request(address, "POST", path, raw=b"[" * depth + b"]" * depth)
+        message = out["error"] if isinstance(out["error"], str) else out["error"]["message"]
+        assert status == 400 and "nested" in message, (depth, status, out)
+
+
+def test_an_allowed_origin_gets_cors_headers_and_a_preflight(pool):
+    origin = "http://localhost:3000"
+    config = ServiceConfig(port=0, allowed_origins=(origin + "/",), allowed_hosts=("verifier.internal",))
+    with VerifierService(pool, config) as svc:
+        body = [{"task": fake_task(0).to_dict(), "proof": "ok"}]
+        status, headers, _ = request(svc, "POST", "/check", body, {"Origin": origin})
+        assert status == 200 and headers["access-control-allow-origin"] == origin
+        status, headers, _ = request(svc, "OPTIONS", "/check", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+        assert status == 204 and headers["access-control-allow-origin"] == origin
+        assert "POST" in headers["access-control-allow-methods"]
+        assert request(svc, "OPTIONS", "/check", headers={"Origin": "http://attacker.example"})[0] == 403
+        assert request(svc, "POST", "/check", body, {"Origin": "http://localhost:3001"})[0] == 403
+        assert request(svc, "GET", "/health", headers={"Host": "verifier.internal:80"})[0] == 200
+    with pytest.raises(ServiceConfigError, match="not an origin"):
+        VerifierService(pool, ServiceConfig(port=0, allowed_origins=("localhost:3000",)))
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("::ffff:127.0.0.1", True), ("0.0.0.0", False), ("::", False), ("", False), ("10.0.0.5", False),
+    ("evil.localhost", False), ("example.com", False),
+])
+def test_both_servers_share_one_loopback_rule(pool, monkeypatch, host, loopback):
+    """serve-verifier refuses, and serve-model warns, exactly for the binds beyond loopback (0.0.0.0 included)."""
+    assert is_loopback_host(host) is loopback
+    if loopback:
+        return
+    with pytest.raises(ServiceConfigError, match="without a token"):
+        VerifierService(pool, ServiceConfig(host=host, port=0))
+    # Nothing is bound for real: only 127.0.0.1 is ever listened on in the tests.
+    monkeypatch.setattr(ModelServer, "server_bind", lambda self: None)
+    monkeypatch.setattr(ModelServer, "server_activate", lambda self: None)
+    with pytest.warns(RuntimeWarning, match="anyone who can reach it"):
+        server = ModelServer(ScriptedAgent(lambda r: "x", model="m"), host=host, port=0)
+    server.server_close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ModelServer(ScriptedAgent(lambda r: "x", model="m"), host="127.0.0.1", port=0).server_close()
+
+
+def test_cli_refuses_a_bad_allow_origin():
+    proc = subprocess.run([sys.executable, "-m", "proofgym.cli", "serve-verifier", "--port", "0",
+                           "--allow-origin", "not an origin"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not an origin" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------------------------
