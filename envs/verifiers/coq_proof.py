@@ -31,14 +31,24 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
   ``par:``, ``[x]:``). It is sent to Coq as ``(<tactic>).`` so that Coq's own
   parser must agree with our cut: a sentence that Coq would end earlier leaves an
   unbalanced parenthesis and fails to parse;
-* ``Qed.`` or ``Defined.`` (last only). A bare tactic script gets ``Qed.`` appended.
+* ``Import M``/``Export M`` (it loads nothing, and the statement is already elaborated),
+  and ``Require`` of a library the context loads (an ``Import`` where it stood; any other
+  library is ``CHEATING``: it would change the environment the proof is checked in);
+* ``Qed.`` or ``Defined.`` (last only; its period may be missing at the very end). A
+  bare tactic script gets ``Qed.`` appended.
 
 Anything else is a vernacular command and the submission is ``CHEATING``:
 ``Admitted``, ``Abort``, ``Unset Guard Checking``, ``Declare ML Module``,
-``Redirect``, nested definitions...
+``Redirect``, nested definitions... except English that merely starts with a command
+word or says "admit" ("Proposition add_0_r takes the argument..."): ``ERROR``, and it is
+not sent to Coq.
 
-**After the proof**: prose is dropped (it is never sent to Coq either); Coq commands
-there (a restart, ``Admitted``, a new lemma) are ``CHEATING`` as before.
+**After the proof**: prose, a stuttered ``Qed.`` and a second copy of the lemma are
+dropped (none of it is ever sent to Coq either); Coq commands there (a restart,
+``Admitted``, a new lemma) are ``CHEATING`` as before.
+
+Before any of this, a reply pasted as it came gets the reply parser's rules: the last
+fenced code block, ASCII for typographic look-alikes, no Markdown emphasis around a line.
 """
 
 from __future__ import annotations
@@ -137,9 +147,9 @@ class LibraryRequest:
 class NormalizedProof:
     """The sentences to send, in order. ``sentences[-1]`` is ``Qed.`` or ``Defined.``.
 
-    ``requires`` are the ``Require`` sentences written before the proof: the verifier
-    must resolve them (:meth:`with_imports`) or refuse the proof. ``notes`` say what
-    normalisation changed, for the feedback.
+    ``requires`` are the submission's ``Require`` sentences: the verifier must resolve
+    them (:meth:`with_imports`) or refuse the proof. ``notes`` say what normalisation
+    changed, for the feedback.
     """
 
     sentences: tuple[str, ...]
