@@ -194,12 +194,14 @@ def test_every_metric_is_logged_in_every_batch_zeros_included(tiny_suite):
 
 @requires_coq
 @pytest.mark.prover
-def test_malformed_attempts_earn_zero_and_only_exploits_earn_minus_one_on_real_coq(tiny_suite):
-    """Prose before ``Proof.`` is an honest slip (0), not a cheat (-1): otherwise group normalisation would
-    score pure prose (+0.5) above an attempted proof (-1.5) and GRPO would learn to stop writing proofs."""
+def test_malformed_attempts_never_score_below_prose_and_only_exploits_earn_minus_one_on_real_coq(tiny_suite):
+    """Prose before ``Proof.`` is an honest slip: normalised and checked (OK 1, a wrong proof 0), or ERROR (0); never
+    CHEATING (-1). Otherwise group normalisation would score pure prose (+0.5) above an attempted proof (-1.5) and
+    GRPO would learn to stop writing proofs."""
     tasks = load_tasks(tiny_suite)
     completions = [
-        [{"role": "assistant", "content": "I will prove it by arithmetic.\nProof. lia. Qed."}],  # prose, then Proof.
+        [{"role": "assistant", "content": "I will prove it by arithmetic.\nProof. lia. Qed."}],  # prose, a proof
+        [{"role": "assistant", "content": "I will try this.\nProof. reflexivity. Qed."}],         # prose, wrong
         [{"role": "assistant", "content": "I think it is true."}],                                # pure prose
         [{"role": "assistant", "content": "```coq\nProof.\n  intros a b H.\n"}],              # cut at the limit
         fenced("Proof. Admitted."),                                                              # an exploit
@@ -207,11 +209,11 @@ def test_malformed_attempts_earn_zero_and_only_exploits_earn_minus_one_on_real_c
     ]
     with LocalVerifierPool(1) as pool:
         reward = VerifierReward(tasks, pool)
-        rewards = reward(prompts=["p"] * 5, completions=completions, task_id=["tiny.lia"] * 5)
+        rewards = reward(prompts=["p"] * 6, completions=completions, task_id=["tiny.lia"] * 6)
     verdicts = [o.verdict for o in reward.last_outcomes]
-    assert rewards == [0.0, 0.0, 0.0, -1.0, 1.0], verdicts
-    assert verdicts[3:] == ["CHEATING", "OK"] and "CHEATING" not in verdicts[:3]
-
+    assert rewards[4:] == [-1.0, 1.0] and verdicts[4:] == ["CHEATING", "OK"], verdicts
+    assert rewards[1:4] == [0.0, 0.0, 0.0] and "CHEATING" not in verdicts[:4], verdicts
+    assert rewards[0] in (0.0, 1.0) and rewards[0] >= rewards[2], verdicts  # never below pure prose
 
 def test_the_permuted_reward_control_keeps_the_rewards_and_loses_which_completion_earned_them(tiny_suite):
     tasks = load_tasks(tiny_suite)

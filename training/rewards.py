@@ -16,9 +16,11 @@ The reward policy (what GRPO learns from):
 
 - **A proof the kernel accepts is the only way up.** OK earns the most.
 - **Malformed output earns 0, like any honest miss.** Prose, prose before ``Proof.``, a reply
-  cut at the token limit: the verifier calls these ERROR (the verdict policy of the Trust
-  round 3 issue), and ERROR, FAIL and TIMEOUT all earn 0. If malformed attempts scored below
-  pure prose, group normalisation would push the policy away from writing proofs at all.
+  cut at the token limit: the verifier normalises an unambiguous slip and checks what is left
+  (prose before ``Proof.`` is dropped, so a correct proof after it is OK and a wrong one FAIL)
+  and calls the rest ERROR (the verdict policy of the Trust round 3 issue); ERROR, FAIL and
+  TIMEOUT all earn 0. If malformed attempts scored below pure prose, group normalisation would
+  push the policy away from writing proofs at all.
 - **-1 is kept for exploits**: CHEATING (a hole, an axiom, a checker-changing command, a
   changed statement) is the one verdict below 0.
   :func:`check_reward_policy` refuses a ``verdict_rewards`` override that breaks that order
