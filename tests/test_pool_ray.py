@@ -1,4 +1,4 @@
-"""The Ray engine of the verifier pool, on a local Ray cluster on this machine (no dashboard).
+"""The Ray engine of the verifier pool, on a local Ray cluster on this machine (127.0.0.1 only, no dashboard).
 
 Same interface as the local engine: completion order, request ids, routing by context, an actor
 killed mid-check is retried once, and close() leaves no process behind.
@@ -6,8 +6,12 @@ killed mid-check is retried once, and close() leaves no process behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from tests.test_pool import FakeVerifier, _alive, fake_task
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
 
-from proofgym.envs.verifiers.ray_pool import RayVerifierPool  # noqa: E402 - after the importorskip
+from proofgym.envs.verifiers.ray_pool import RayVerifierPool, init_local_ray  # noqa: E402 - after the importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def cluster():
     # Workers import this test module (for FakeVerifier) as the driver does.
     paths = os.pathsep.join([str(ROOT), str(ROOT.parent), os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": paths}})
+    init_local_ray(num_cpus=2, logging_level="warning", log_to_driver=False,
+                   runtime_env={"env_vars": {"PYTHONPATH": paths}})  # on 127.0.0.1 only
     yield
     ray.shutdown()
 
@@ -40,6 +44,70 @@ def fake_ray_pool(cluster):
     pool = RayVerifierPool(("coq",), workers_per_actor=2, verifier_factory=FakeVerifier)
     yield pool
     pool.close()
+
+
+# Run in a fresh interpreter: the pool must start Ray itself (this module's cluster is already up).
+_LISTENERS_SCRIPT = textwrap.dedent("""
+    import json, os, socket, struct, sys
+    from proofgym.envs.verifiers import procfs
+    from proofgym.envs.verifiers.ray_pool import RayVerifierPool
+
+    def listening_inodes():
+        found = {}
+        for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+            with open(f"/proc/net/{name}") as fh:
+                for line in fh.read().splitlines()[1:]:
+                    fields = line.split()
+                    if fields[3] != "0A":  # TCP_LISTEN
+                        continue
+                    ip_hex, port_hex = fields[1].split(":")
+                    raw = bytes.fromhex(ip_hex)
+                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # per-word byte order
+                    found[fields[9]] = (socket.inet_ntop(family, raw), int(port_hex, 16))
+        return found
+
+    pool = RayVerifierPool(("coq",), workers_per_actor=1, verifier_factory="tests.test_pool:FakeVerifier",
+                           init_kwargs={"num_cpus": 1, "logging_level": "warning", "log_to_driver": False,
+                                        "runtime_env": {"env_vars": {"PYTHONPATH": sys.argv[1]}}})
+    from tests.test_pool import fake_task
+    verdict = pool.check(fake_task(0), "ok").verdict.value
+    inodes = listening_inodes()
+    listeners = []
+    for pid in [os.getpid(), *procfs.descendants(os.getpid(), zombies=False)]:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                with open(f"/proc/{pid}/comm") as fh:
+                    listeners.append([*inodes[target[8:-1]], fh.read().strip()])
+    pool.close()
+    print(json.dumps({"verdict": verdict, "listeners": listeners}))
+""")
+
+
+def test_a_ray_instance_the_pool_starts_listens_on_loopback_only():
+    """By default Ray binds GCS, raylet, workers and agents on every interface: anyone on the network could
+    submit jobs, i.e. run code as the operator. The instance the pool starts listens on 127.0.0.1 only."""
+    from proofgym.envs.verifiers.http_guard import is_loopback_host
+
+    paths = os.pathsep.join([str(ROOT), str(ROOT.parent)])
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = paths
+    proc = subprocess.run([sys.executable, "-c", _LISTENERS_SCRIPT, paths], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["verdict"] == "OK"
+    names = {name for _, _, name in out["listeners"]}
+    assert {"gcs_server", "raylet"} <= names, out  # the scan does see Ray's own servers
+    beyond = [entry for entry in out["listeners"] if not is_loopback_host(entry[0])]
+    assert not beyond, f"Ray ports listening beyond loopback: {beyond}"
 
 
 def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool):

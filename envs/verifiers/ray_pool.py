@@ -13,8 +13,12 @@ The interface is :class:`~proofgym.envs.verifiers.pool.VerifierPool`'s: the same
 Faults: an actor that dies (node lost, process killed) is restarted by Ray (``max_restarts=-1``);
 a check that was on it is sent again once, then is a ``worker_died`` harness failure.
 
-Needs the ``ray`` extra (``pip install 'proofgym[ray]'``). Without a running cluster it starts a
-local one (``ray.init(include_dashboard=False)``) and shuts it down on :meth:`close`.
+Needs the ``ray`` extra (``pip install 'proofgym[ray]'``). Unless told to join a cluster (an
+``address``, e.g. ``"auto"`` for one started with ``ray start`` here, or ``$RAY_ADDRESS``), it
+starts a local Ray instance and shuts it down on :meth:`close`. That instance listens on
+127.0.0.1 only (GCS, raylet, object manager, workers, agents; no dashboard): by default Ray binds
+its ports on every interface, where anyone on the network could submit jobs to it, i.e. run code
+as the operator. See :func:`init_local_ray`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 from proofgym.envs.errors import DependencyNotInstalled
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.pool import (
+    DEFAULT_CONTEXT_ALLOWANCE_S,
     LocalVerifierPool,
     PoolClosed,
     PoolResult,
@@ -43,9 +48,30 @@ from proofgym.envs.verifiers.pool import (
     routing_key,
 )
 
-__all__ = ["RayVerifierPool"]
+__all__ = ["RayVerifierPool", "init_local_ray"]
 
 logger = logging.getLogger(__name__)
+
+
+def init_local_ray(**init_kwargs: Any) -> None:
+    """Start a new Ray instance on this machine whose every port listens on 127.0.0.1 only.
+
+    Why it takes more than ``_node_ip_address="127.0.0.1"``: on Linux, Ray replaces a loopback node
+    address with the machine's external one unless its single-machine mode is on (the switch behind
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), and its servers bind to the node address. So the switch
+    is turned on for the start-up only. ``init_kwargs`` (e.g. ``num_cpus``) override the defaults.
+    """
+    ray = _ray()
+    from ray._private import ray_constants
+
+    kwargs = {"include_dashboard": False, "dashboard_host": "127.0.0.1", "_node_ip_address": "127.0.0.1",
+              **init_kwargs}
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", **kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 def _ray() -> Any:
@@ -66,9 +92,11 @@ class VerifierActor:
     """
 
     def __init__(self, workers: int, verifier_kwargs: dict[str, Any], system_kwargs: dict[str, dict[str, Any]],
-                 verifier_factory: VerifierFactory | str | None, spill_at: int, measure_cpu: bool = False) -> None:
+                 verifier_factory: VerifierFactory | str | None, spill_at: int, measure_cpu: bool = False,
+                 context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S) -> None:
         self.pool = LocalVerifierPool(workers, verifier_kwargs=verifier_kwargs, system_kwargs=system_kwargs,
                                       verifier_factory=verifier_factory, spill_at=spill_at, measure_cpu=measure_cpu,
+                                      context_allowance_s=context_allowance_s,
                                       max_pending=1 << 30)  # the driver bounds what is in flight
 
     def ready(self) -> dict[str, Any]:
@@ -133,8 +161,9 @@ class RayVerifierPool(VerifierPool):
     Args:
         systems: Systems to start actors for now (others get actors on first use).
         workers_per_actor: Worker processes per actor (default: the node's CPUs / number of systems).
-        address: Ray cluster address (``None``: the running one, or a new local cluster).
-        init_kwargs: Extra ``ray.init`` arguments when this pool starts the cluster (e.g. ``num_cpus``).
+        address: Ray cluster to join (``"auto"``: one started with ``ray start`` on this machine). ``None``
+            and no ``$RAY_ADDRESS``: a new local instance on 127.0.0.1 only (:func:`init_local_ray`).
+        init_kwargs: Extra ``ray.init`` arguments when this pool starts or joins the cluster (e.g. ``num_cpus``).
         verifier_kwargs, system_kwargs, verifier_factory: As for :class:`LocalVerifierPool`.
         max_pending: Most unfinished checks before :meth:`submit` blocks (default 4 per worker process).
         max_retries: Times a check is sent again after its actor died under it.
@@ -142,7 +171,8 @@ class RayVerifierPool(VerifierPool):
             the same cluster keep its reservations; set it to ``workers_per_actor`` on verifier-only nodes.
         nodes: Node ids to use (default: every alive node with CPUs).
         start_timeout_s: How long to wait for the actors' workers to come up.
-        measure_cpu: As for :class:`LocalVerifierPool`.
+        measure_cpu, context_allowance_s: As for :class:`LocalVerifierPool` (each actor's local pool enforces
+            the deadline).
     """
 
     engine = "ray"
@@ -164,11 +194,15 @@ class RayVerifierPool(VerifierPool):
         nodes: Iterable[str] | None = None,
         start_timeout_s: float = 300.0,
         measure_cpu: bool = False,
+        context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S,
     ) -> None:
         ray = _ray()
         self._owns_ray = False
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, **dict(init_kwargs or {}))
+            if address is None and not os.environ.get("RAY_ADDRESS"):
+                init_local_ray(**dict(init_kwargs or {}))
+            else:  # joining the user's cluster: its network settings are the user's
+                ray.init(address=address, include_dashboard=False, **dict(init_kwargs or {}))
             self._owns_ray = True
         self._systems = tuple(dict.fromkeys(systems))
         alive = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
@@ -182,6 +216,7 @@ class RayVerifierPool(VerifierPool):
         self._system_kwargs = {k: dict(v) for k, v in (system_kwargs or {}).items()}
         self._factory = verifier_factory
         self._measure_cpu = bool(measure_cpu)
+        self._context_allowance_s = float(context_allowance_s)
         self.max_retries = int(max_retries)
         self.spill_at = max(1, int(spill_at))
         self._actor_num_cpus = actor_num_cpus
@@ -221,7 +256,7 @@ class RayVerifierPool(VerifierPool):
                 max_task_retries=0,  # the pool decides what is retried, once
                 max_concurrency=10_000,
             ).remote(workers, self._verifier_kwargs, self._system_kwargs, self._factory, self.spill_at,
-                     self._measure_cpu)
+                     self._measure_cpu, self._context_allowance_s)
             actors.append(_Actor(handle, node_id, system, index, workers))
         self._actors[system] = actors
         return actors
