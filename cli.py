@@ -385,6 +385,8 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         return _die(EXIT_BAD_INPUT, "--workers must be >= 1")
+    if args.context_allowance_s is not None and args.context_allowance_s < 0:
+        return _die(EXIT_BAD_INPUT, "--context-allowance-s must be >= 0")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if args.token_file:
         try:
@@ -404,7 +406,9 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
         return _die(EXIT_BAD_INPUT, str(exc))
     system_kwargs = {"coq": {"audit": args.audit}} if args.audit else {}
     try:
-        pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address)
+        allowance = {} if args.context_allowance_s is None else {"context_allowance_s": args.context_allowance_s}
+        pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address,
+                         **allowance)
     except ProofgymError as exc:
         return _die(EXIT_VERIFIER, str(exc))
     try:
@@ -625,7 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     p.add_argument("--workers", type=int, default=2, help="verifier worker processes (per node with --engine ray)")
     p.add_argument("--engine", choices=["local", "ray"], default="local", help="verifier pool engine (default local)")
-    p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: a running one, else a new one)")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray cluster to join ('auto': one started with `ray start` here; default: $RAY_ADDRESS, "
+                        "else a new local instance listening on 127.0.0.1 only)")
+    p.add_argument("--context-allowance-s", type=float, default=None, metavar="S",
+                   help="seconds a check may run beyond its task's timeout_s (loading the context) before it is "
+                        "answered TIMEOUT (default 120)")
     p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (visible in ps: prefer --token-file)")
     p.add_argument("--token-file", help="read the token from this file")
     p.add_argument("--suite", help="a suite (name or .jsonl) whose tasks clients may name by task_id")

@@ -23,6 +23,7 @@ import pytest
 from proofgym.agents import ScriptedAgent
 from proofgym.agents.serve import ModelServer
 from proofgym.envs.errors import VerifierError
+from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import TASK_FIELD_LIMITS, Verdict
 from proofgym.envs.verifiers.http_guard import is_loopback_host
 from proofgym.envs.verifiers.pool import LocalVerifierPool
@@ -174,6 +175,17 @@ def test_a_task_field_over_its_bound_is_413(pool):
         status, _, out = request(svc, "POST", "/check", [{"task": task, "proof": "ok"}])
         assert status == 413 and "'statement'" in out["error"] and "limit" in out["error"]
         assert svc.metrics_snapshot()["checks_total"] == 0
+
+
+def test_a_check_past_its_deadline_comes_back_timeout():
+    """The service answers at the pool's deadline (timeout_s + context allowance), never with a late OK."""
+    import dataclasses
+
+    with LocalVerifierPool(1, verifier_factory=FakeVerifier, context_allowance_s=0.0) as slow_pool, \
+            VerifierService(slow_pool, ServiceConfig(port=0)) as svc:
+        task = dataclasses.replace(fake_task(0), timeout_s=0.2).to_dict()
+        status, _, out = request(svc, "POST", "/check", [{"task": task, "proof": "sleep:3"}])
+        assert status == 200 and out["results"][0]["verdict"] == "TIMEOUT" and out["results"][0]["reward"] == 0.0
 
 
 def test_openrlhf_remote_reward_protocol(service):
@@ -344,6 +356,16 @@ def test_serve_verifier_command_on_real_coq(tiny_suite):
         assert [r["reward"] for r in rows] == [1.0, -1.0, 1.0, 0.0]
         metrics = client.metrics()
         assert metrics["checks_total"] == 4 and metrics["verdicts"] == {"OK": 2, "CHEATING": 1, "FAIL": 1}
+        # No web page can drive it, and nothing it refuses reaches a prover.
+        address = (url.split("//")[1].split(":")[0], int(url.rsplit(":", 1)[1]))
+        body = [{"task_id": "tiny.lia", "proof": "Proof. lia. Qed."}]
+        assert request(address, "POST", "/check", body, {"Content-Type": "text/plain"})[0] == 415
+        assert request(address, "POST", "/check", body, {"Origin": "http://attacker.example"})[0] == 403
+        assert request(address, "GET", "/metrics", headers={"Host": "attacker.example"})[0] == 421
+        assert request(address, "POST", "/check", raw=b"[" * 50_000 + b"]" * 50_000)[0] == 400
+        task = {**load_tasks(tiny_suite)[0].to_dict(), "context": "(*" + " " * TASK_FIELD_LIMITS["context"] + "*)"}
+        assert request(address, "POST", "/check", [{"task": task, "proof": "Proof. lia. Qed."}])[0] == 413
+        assert client.metrics()["checks_total"] == 4
         tree = descendants(proc.pid)
         assert tree, "the service's workers and provers should be running"
         proc.send_signal(signal.SIGTERM)
