@@ -201,6 +201,16 @@ CHEATS = [
       id="empty-subset-type"),
     C("false", "lemma Impossible()\n  ensures false\n{\n  var x: int :| x != x;\n}\n", REFUSED, id="such-that-false"),
     C("false", "lemma Impossible()\n  ensures false\n{\n  \u0430ssume false;\n}\n", REFUSED, id="homoglyph-assume"),
+    # -- issue 12: every kind without a body, and line ends (tests/test_dafny_trust.py has the rest) ------
+    C("abs", "iterator It() yields (x: int)\n  ensures false\n  yield ensures false\n" + ABS_STMT
+      + "{\n  var g := new It();\n  var more := g.MoveNext();\n}\n", id="bodyless-iterator"),
+    C("abs", "iterator It() yields (x: int)\n  ensures false\n  yield ensures false\n{\n}\n" + ABS_STMT
+      + "{\n  var g := new It();\n  var more := g.MoveNext();\n}\n", id="empty-body-iterator"),
+    C("abs", ABS_STMT + "{\n  // a note\r  assume false;\n}\n", id="assume-after-a-cr-ended-comment"),
+    C("false", "trait T {\n  lemma L()\n    ensures false\n}\nlemma Impossible()\n  ensures false\n"
+               "{\n  var t: T :| true;\n  t.L();\n}\n", id="trait-member-left-abstract"),
+    C("false", "abstract module A {\n  lemma L()\n    ensures false\n}\nmodule B refines A {\n}\n"
+               "lemma Impossible()\n  ensures false\n{\n  B.L();\n}\n", id="refinement-keeps-it-bodyless"),
 ]
 
 
@@ -471,12 +481,70 @@ module Inner { function method Id(x: int): int { x } }
   y := if x < 0 then -x else x;
 }
 """),
+    "cr-only-line-endings": ("method Abs(x: int) returns (y: int)\n  ensures y >= 0\n",
+                             "// Abs\rmethod Abs(x: int) returns (y: int)\r  ensures y >= 0\r{\r"
+                             "  y := if x < 0 then -x else x;\r}\r"),
+    "byte-order-mark": ("method Abs(x: int) returns (y: int)\n  ensures y >= 0\n",
+                        "\ufeffmethod Abs(x: int) returns (y: int)\r\n  ensures y >= 0\r\n{\r\n"
+                        "  y := if x < 0 then -x else x;\r\n}\r\n"),
+    "trait-member-implemented": ("method Six() returns (s: int)\n  ensures s == 6\n", """trait Shape {
+  method Area() returns (a: int)
+    ensures a >= 0
+}
+
+class Square extends Shape {
+  method Area() returns (a: int)
+    ensures a >= 0
+  {
+    a := 4;
+  }
+}
+
+method Six() returns (s: int)
+  ensures s == 6
+{
+  var sq: Shape := new Square;
+  var a := sq.Area();
+  s := 6;
+}
+"""),
+    "abstract-module-refined": ("lemma Twice(n: nat)\n  ensures n + n == 2 * n\n", """abstract module Spec {
+  lemma Double(n: nat)
+    ensures n + n == 2 * n
+}
+
+module Proof refines Spec {
+  lemma Double(n: nat)
+    ensures n + n == 2 * n
+  {
+  }
+}
+
+lemma Twice(n: nat)
+  ensures n + n == 2 * n
+{
+  Proof.Double(n);
+}
+"""),
+    "helper-without-a-contract": ("method Abs(x: int) returns (y: int)\n  ensures y >= 0\n", """method Log(x: int)
+{
+  var unused := x;
+}
+
+method Abs(x: int) returns (y: int)
+  ensures y >= 0
+{
+  Log(x);
+  y := if x < 0 then -x else x;
+}
+"""),
 }
 
 
 # Honest programs whose constructs make Dafny generate unusual Boogie (reveal lemmas, prefix lemmas,
 # iterator members, class members): the CLI audit must agree with the warm path on them too.
-AUDITED = {"kitchen-sink", "iterator-helper", "opaque-and-reveal", "helpers-in-class", "datatype-and-match"}
+AUDITED = {"kitchen-sink", "iterator-helper", "opaque-and-reveal", "helpers-in-class", "datatype-and-match",
+           "trait-member-implemented", "abstract-module-refined", "helper-without-a-contract"}
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))

@@ -334,6 +334,11 @@ class DafnyVerifier(ProcessOwner):
                 anchor = replace(anchor, unmarkable_assumptions=True)  # a bodyless loop or forall in the context
             if not anchor.targets and not anchor.verbatim:
                 raise TaskFormatError(f"task {task.id}: the statement declares nothing to implement")
+            all_tokens = tokenize(program)
+            unplaced = classify_declarations(anchor, all_tokens, symbols, [(0, len(all_tokens))]).unplaced
+            if unplaced:
+                # Fail closed on the task's side too: what cannot be placed cannot be anchored.
+                raise TaskFormatError(f"task {task.id}: proofgym cannot place {unplaced[0]} in its context + statement")
             if len(self._anchors) > 4096:
                 self._anchors.clear()
             self._anchors[key] = anchor
