@@ -177,6 +177,8 @@ class MetricsPrinter(TrainerCallback):
                 ("verifier/error_rate", "error", ".0f", 100.0, "%"),
                 ("verifier/timeout_rate", "timeout", ".0f", 100.0, "%"),
                 ("verifier/harness_failures", "harness failures", ".0f", 1.0, ""),
+                ("frac_reward_zero_std", "zero-variance groups", ".0f", 100.0, "%"),
+                ("curriculum/kept", "curriculum kept", ".0f", 1.0, ""),
                 ("step_time", "s/step", ".0f", 1.0, "")):
             text = num(key, fmt, scale)
             if text is not None:
