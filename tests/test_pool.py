@@ -20,6 +20,7 @@ import pytest
 from proofgym.envs.errors import TaskFormatError, VerifierCrashed, VerifierError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.verifiers.hol_light import hol_light_installed
 from proofgym.envs.verifiers.pool import (
     CheckRequest,
     LocalVerifierPool,
@@ -332,3 +333,14 @@ def test_a_slow_context_on_real_coq_times_out_at_the_pools_deadline():
         # The same context with time to spare: the worker finished loading it, so it is warm now.
         relaxed = dataclasses.replace(task, timeout_s=60)
         assert p.submit(relaxed, "Proof. reflexivity. Qed.").result(timeout=300).verdict is Verdict.OK
+
+
+@pytest.mark.prover
+@pytest.mark.skipif(not hol_light_installed(), reason="HOL Light is not installed: run `make setup`")
+def test_a_hol_light_servers_start_up_is_outside_the_deadline():
+    """The first HOL Light check of a worker starts its server (minutes: loading the base). The pool runs the
+    verifier's prepare() first, so even with no context allowance a 30 s check of a true goal is OK."""
+    task = Task("pool.hol", "hol_light", "", "`1 + 1 = 2`", "ARITH_TAC", timeout_s=30)
+    with LocalVerifierPool(1, context_allowance_s=0.0, start_timeout_s=300) as p:
+        result = p.submit(task, "ARITH_TAC").result(timeout=1800)
+        assert result.verdict is Verdict.OK, result
