@@ -351,3 +351,10 @@ def test_boogie_view_knows_a_body_with_nothing_to_prove() -> None:
     checked = parse_boogie(free.replace("  free ensures", "  ensures y#0 > x#0;\n  free ensures"))
     assert checked.nothing_to_prove == () and boogie_unverified(checked, []) == [
         "Boogie: _module.__default.Inc has a body that is never verified (no implementation)"]
+
+
+def test_only_dafnys_include_form_is_a_cheat() -> None:
+    """``include "file"`` brings in unchecked code; a C ``#include <x.h>`` from a confused model is a
+    parse error for Dafny to report (ERROR), not a cheat."""
+    assert any("include" in r for r in banned_constructs(tokenize('include "/etc/lib.dfy"\nlemma L() {}')))
+    assert banned_constructs(tokenize("#include <dafny.h>\nlemma L() {}")) == []
