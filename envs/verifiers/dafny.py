@@ -2,24 +2,38 @@
 
 How a check runs (the README's "Dafny verifier" section says why):
 
+0. Every text is normalised first (:func:`~proofgym.envs.verifiers.dafny_lexer.normalize_source`:
+   CRLF and lone CR become LF, a BOM is dropped), so the program Dafny checks and the one proofgym
+   reads are the same, and a CR-only, CRLF or BOM file gets its LF twin's verdict.
 1. The submission (a whole program) is validated and cut into tokens. Cheats that Dafny would not
    report -- ``assume``, attributes off the allow-list (``{:verify false}`` also with a space,
    ``{:axiom}``, ``{:extern}``, ``{:rlimit N}``...), ``decreases *``, ``include`` -- are CHEATING
    before any prover runs, as is a context declaration that is missing or changed.
-2. The program is verified by a sandboxed, warm ``DafnyServer.exe`` (``/verifySnapshots:0`` so
+2. Dafny's ``symbols`` answer gives every declaration; each one is classified
+   (:func:`~proofgym.envs.verifiers.dafny_integrity.classify_declarations`): a method, lemma,
+   constructor, function, predicate or iterator without a body is CHEATING unless it is the task's
+   own trusted declaration or an abstract member that is an obligation (a trait's, implemented by
+   every class that extends it; an abstract module's, given a body where it is refined). What cannot
+   be placed in the text is refused (ERROR), never skipped.
+3. The program is verified by a sandboxed, warm ``DafnyServer.exe`` (``/verifySnapshots:0`` so
    nothing is reused from an earlier program, ``/timeLimit`` per implementation, an outer kill
    at the task's deadline, z3 pinned to 4.8.5 with ``/z3exe:``, ``/noCheating:1`` so any
-   assumption left in the program is checked as an assertion). The ``cli`` backend runs a fresh
-   ``dafny`` per check instead (the naive way, kept for audits and benchmarks).
-3. Dafny's own view decides the rest: the server's ``symbols`` answer gives every declaration
-   and whether it has a body; the trace gives the outcome of every Boogie implementation. OK
-   needs no error, every outcome ``verified``, the verified ``Impl$$`` implementations paired
+   assumption left in the program is checked as an assertion). ``{:axiom}`` marks exactly the
+   declarations step 2 allows, so ``/noCheating:1`` stays on for the submission whatever the
+   context trusts (only an ``assume`` or a bodyless loop in the task's own context turns it off,
+   and then step 2's rules alone hold the submission). The ``cli`` backend runs a fresh ``dafny``
+   per check instead (the naive way, kept for audits and benchmarks).
+4. Dafny's own view decides the rest: the trace gives the outcome of every Boogie implementation.
+   OK needs no error, every outcome ``verified``, the verified ``Impl$$`` implementations paired
    one-to-one with the declarations that have bodies (the ``{:rlimit}`` trap drops one silently),
    unchanged statement headers and kept context (:mod:`~proofgym.envs.verifiers.dafny_integrity`).
-4. Audit (sampled, or always): the CLI re-checks an OK with ``/trace`` and ``/print``: exit code
+5. On every OK candidate, Dafny's Boogie translation (``/noVerify /print``, no prover) is read: no
+   bodyless procedure or function outside what step 2 allows, every implementation verified, no
+   ``Impl$$`` procedure left without an implementation where there is something to prove.
+6. Audit (sampled, or always): the CLI re-checks an OK with ``/trace`` and ``/print``: exit code
    0, the summary ``N verified, 0 errors`` parsed exactly with N equal to the number of
    implementations in Dafny's Boogie translation, each of them ``verified``, no ``time out`` and
-   no ``out of resource``, and no bodyless procedure or function in the translation.
+   no ``out of resource``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,13 @@ must keep. The submission is the whole program. Rules, and where each one is dec
   ``include``, and multi-line verbatim strings (Dafny echoes program text in tooltips; a raw newline there could
   forge a trace line).
 * **What has a body** comes from Dafny: the DafnyServer ``symbols`` answer gives every method,
-  lemma, constructor, function and predicate (nested in classes, traits, modules) with the end
-  of its body, or none. A bodyless declaration outside the kept context is CHEATING.
+  lemma, constructor, function, predicate, class, trait and iterator (nested in classes, traits,
+  modules) with the end of its body, or none; :func:`classify_declarations` judges each one. A
+  bodyless declaration outside the kept context is CHEATING, unless it is an obligation: an
+  abstract instance member of a trait that every class extending the trait implements, or a member
+  of an ``abstract module`` that a refining module gives a body (Boogie's translation says which:
+  Dafny reports a refining module's members without their body's end). An iterator's synthesised
+  members are judged with the iterator. What cannot be placed or classified is refused.
 * **Anchoring**: each statement declaration must exist in the submission, same module, class and
   name, same kind, and its header must be unchanged token for token (whitespace, comments and
   attributes aside; clauses in any order; extra ``ensures`` and changed ``decreases`` are allowed:
