@@ -408,7 +408,7 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
     try:
         allowance = {} if args.context_allowance_s is None else {"context_allowance_s": args.context_allowance_s}
         pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address,
-                         **allowance)
+                         verdict_cache=args.verdict_cache, **allowance)
     except ProofgymError as exc:
         return _die(EXIT_VERIFIER, str(exc))
     try:
@@ -637,6 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-allowance-s", type=float, default=None, metavar="S",
                    help="seconds a check may run beyond its task's timeout_s (loading the context) before it is "
                         "answered TIMEOUT (default 120)")
+    p.add_argument("--verdict-cache", type=int, default=20_000, metavar="N",
+                   help="remember the verdicts of N distinct (task, proof) pairs and answer repeats from memory; "
+                        "never a harness failure or a TIMEOUT (default 20000; 0: off)")
     p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (visible in ps: prefer --token-file)")
     p.add_argument("--token-file", help="read the token from this file")
     p.add_argument("--suite", help="a suite (name or .jsonl) whose tasks clients may name by task_id")

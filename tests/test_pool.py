@@ -100,6 +100,9 @@ def fake_task(i: int, context: str = "") -> Task:
 
 
 def fake_pool(workers: int = 2, **kwargs: Any) -> LocalVerifierPool:
+    """A pool of fake verifiers; its verdict cache is off unless asked for, since these tests are about
+    what the workers do (tests/test_verdict_cache.py tests the cache)."""
+    kwargs.setdefault("verdict_cache", 0)
     return LocalVerifierPool(workers, verifier_factory=FakeVerifier, **kwargs)
 
 

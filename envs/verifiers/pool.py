@@ -41,6 +41,9 @@ Faults the local engine handles (see ``tests/test_faults.py``):
   prover server up), is answered ``TIMEOUT`` at that deadline, and an ``OK`` that arrives after it is
   ``TIMEOUT`` too: never a late OK. The worker finishes the check (its contexts stay warm) and the
   late answer is dropped;
+- an identical (task, proof) checked again: answered from the verdict cache (``verdict_cache.py``),
+  or, while the first is still running, by the first's answer; a harness failure or a TIMEOUT is
+  never stored, and checks that waited on a first that broke get checks of their own;
 - a check that never answers: the worker is killed at a watchdog deadline far beyond the verifier's
   own, and the check is a ``watchdog`` harness failure (a hang would hang again: no retry);
 - ``close()`` is idempotent, stops the workers (SIGKILL after a grace period), reaps them, and
@@ -69,7 +72,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_ready
 from typing import Any
@@ -78,6 +81,13 @@ from proofgym.envs.errors import ProofgymError, TaskFormatError, VerifierCrashed
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.procfs import tree_cpu_s
+from proofgym.envs.verifiers.verdict_cache import (
+    DEFAULT_VERDICT_CACHE_ENTRIES,
+    VerdictCache,
+    answer_from,
+    cache_key,
+    cacheable,
+)
 
 __all__ = [
     "CheckRequest",
@@ -233,15 +243,21 @@ class VerifierPool(abc.ABC):
 
     engine = ""
 
-    def __init__(self, *, max_pending: int) -> None:
+    def __init__(self, *, max_pending: int, verdict_cache: int = DEFAULT_VERDICT_CACHE_ENTRIES) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
+        if verdict_cache < 0:
+            raise ValueError(f"verdict_cache must be >= 0 (0: off), got {verdict_cache}")
         self.max_pending = int(max_pending)
         self._capacity = threading.Semaphore(self.max_pending)
         self._ids = itertools.count()
         self._count_lock = threading.Lock()
         self._pending = 0
         self._closed = False
+        self.verdict_cache = VerdictCache(verdict_cache) if verdict_cache else None
+        # key -> the (request id, future) of identical checks submitted while the first one runs
+        self._followers: dict[str, list[tuple[Any, Future[PoolResult]]]] = {}
+        self._followers_lock = threading.Lock()
 
     # -- to implement -------------------------------------------------------------------------
     @abc.abstractmethod
@@ -291,6 +307,8 @@ class VerifierPool(abc.ABC):
                                  error_category=ErrorCategory.SYNTAX, backend="pool")
             future.set_result(PoolResult(rid, task.id, task.system, result, attempts=0))
             return future
+        if self.verdict_cache is not None and self._from_cache(rid, task, proof, future):
+            return future
         try:
             self._dispatch(rid, task, proof, future)
         except BaseException:
@@ -298,6 +316,61 @@ class VerifierPool(abc.ABC):
                 future.cancel()
             raise
         return future
+
+    # -- the verdict cache (see verdict_cache.py) ---------------------------------------------
+    def _settings(self) -> str:
+        """What besides the task and the proof decides a verdict here: the verifiers' settings."""
+        return repr((getattr(self, "_factory", None), sorted(getattr(self, "_verifier_kwargs", {}).items()),
+                     sorted((k, sorted(v.items())) for k, v in getattr(self, "_system_kwargs", {}).items())))
+
+    def _from_cache(self, rid: Any, task: Task, proof: str, future: Future[PoolResult]) -> bool:
+        """Answer ``future`` from the cache, or make it wait for an identical running check: True if so.
+
+        Otherwise the check is the first of its key: it runs, and its answer goes to the cache and to
+        the identical checks submitted meanwhile.
+        """
+        assert self.verdict_cache is not None
+        key = cache_key(task, proof, self._settings())
+        with self._followers_lock:
+            hit = self.verdict_cache.get(key)
+            if hit is None and key in self._followers:
+                self._followers[key].append((rid, future))
+                self.verdict_cache.coalesced += 1
+                return True
+            if hit is None:
+                self._followers[key] = []
+        if hit is not None:
+            future.set_running_or_notify_cancel()
+            future.set_result(PoolResult(rid, task.id, task.system, hit, attempts=0, worker="cache"))
+            return True
+        future.add_done_callback(lambda done, key=key, task=task, proof=proof: self._first_done(key, task, proof,
+                                                                                               done))
+        return False
+
+    def _first_done(self, key: str, task: Task, proof: str, done: Future[PoolResult]) -> None:
+        outcome = None if done.cancelled() else done.result()
+        with self._followers_lock:
+            if outcome is not None and cacheable(outcome.result):
+                self.verdict_cache.put(key, outcome.result)  # type: ignore[union-attr]
+            followers = self._followers.pop(key, [])
+        for rid, future in followers:
+            if outcome is not None and outcome.result is not None:  # a verdict (a TIMEOUT too: same input,
+                # same deadline, run at the same time) answers the checks that waited for it
+                if future.set_running_or_notify_cancel():
+                    future.set_result(replace(outcome, request_id=rid, result=answer_from(outcome.result),
+                                              attempts=0, worker="cache"))
+            elif not future.done():  # the first broke or was cancelled: the others get checks of their own
+                try:
+                    self._dispatch(rid, task, proof, future)
+                except PoolClosed:
+                    if future.set_running_or_notify_cancel():
+                        future.set_result(PoolResult(rid, task.id, task.system, None,
+                                                     "the verifier pool was closed before this check finished",
+                                                     "closed", 0))
+
+    def cache_stats(self) -> dict[str, Any]:
+        """The verdict cache's counters (``{}`` when it is off)."""
+        return self.verdict_cache.stats() if self.verdict_cache is not None else {}
 
     def _release(self, _future: Future[PoolResult]) -> None:
         with self._count_lock:
@@ -620,6 +693,8 @@ class LocalVerifierPool(VerifierPool):
             worker's process tree during the check (a few ``/proc`` reads per check).
         context_allowance_s: Seconds beyond ``task.timeout_s`` a check may take (loading its context)
             before it is answered ``TIMEOUT``; see the module docstring.
+        verdict_cache: Entries of the verdict cache (0: off): an identical (task, proof) is answered
+            from it, or waits for the identical check already running (see ``verdict_cache.py``).
     """
 
     engine = "local"
@@ -639,13 +714,14 @@ class LocalVerifierPool(VerifierPool):
         mp_context: str = "spawn",
         measure_cpu: bool = False,
         context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S,
+        verdict_cache: int = DEFAULT_VERDICT_CACHE_ENTRIES,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if context_allowance_s < 0:
             raise ValueError(f"context_allowance_s must be >= 0, got {context_allowance_s}")
         self.context_allowance_s = float(context_allowance_s)
-        super().__init__(max_pending=max_pending or 4 * workers)
+        super().__init__(max_pending=max_pending or 4 * workers, verdict_cache=verdict_cache)
         self.workers = int(workers)
         self.max_retries = int(max_retries)
         self.spill_at = max(1, int(spill_at))
@@ -720,6 +796,7 @@ class LocalVerifierPool(VerifierPool):
                 "verdicts": dict(self._verdicts),
                 "harness_failures": dict(self._harness),
                 "per_worker": per_worker,
+                "verdict_cache": self.cache_stats(),
             }
 
     def close(self) -> None:

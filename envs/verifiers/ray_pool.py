@@ -40,6 +40,7 @@ from proofgym.envs.errors import DependencyNotInstalled
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.pool import (
     DEFAULT_CONTEXT_ALLOWANCE_S,
+    DEFAULT_VERDICT_CACHE_ENTRIES,
     LocalVerifierPool,
     PoolClosed,
     PoolResult,
@@ -195,6 +196,7 @@ class RayVerifierPool(VerifierPool):
         start_timeout_s: float = 300.0,
         measure_cpu: bool = False,
         context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S,
+        verdict_cache: int = DEFAULT_VERDICT_CACHE_ENTRIES,
     ) -> None:
         ray = _ray()
         self._owns_ray = False
@@ -232,7 +234,7 @@ class RayVerifierPool(VerifierPool):
         with self._lock:
             for system in self._systems:
                 total_workers += sum(a.workers for a in self._start_actors(system))
-        super().__init__(max_pending=max_pending or 4 * max(1, total_workers))
+        super().__init__(max_pending=max_pending or 4 * max(1, total_workers), verdict_cache=verdict_cache)
         try:
             infos = ray.get([a.handle.ready.remote() for acts in self._actors.values() for a in acts],
                             timeout=start_timeout_s)
@@ -394,6 +396,7 @@ class RayVerifierPool(VerifierPool):
                 "retries": self._counters["retries"],
                 "verdicts": dict(self._verdicts),
                 "harness_failures": dict(self._harness),
+                "verdict_cache": self.cache_stats(),
             }
         per_actor = []
         for actor in actors:

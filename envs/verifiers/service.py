@@ -447,6 +447,7 @@ class VerifierService:
             workers_alive=stats.get("workers_alive", 0),
             worker_restarts=stats.get("worker_restarts", 0),
             retries=stats.get("retries", 0),
+            verdict_cache=stats.get("verdict_cache", {}),
         )
         return snap
 
@@ -471,6 +472,9 @@ class VerifierService:
         metric("harness_failures_total", "counter", "Checks with no verdict because the harness broke, by kind.",
                [(f'{{kind="{k}"}}', n) for k, n in sorted(snap["harness_failures"].items())]
                or [('{kind="verifier"}', 0)])
+        cache = snap.get("verdict_cache") or {}
+        metric("verdict_cache_hits_total", "counter", "Checks answered from the verdict cache (repeats), or by an "
+               "identical check running at the time.", [("", cache.get("hits", 0) + cache.get("coalesced", 0))])
         return "\n".join(lines) + "\n"
 
 
