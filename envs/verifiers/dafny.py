@@ -94,6 +94,7 @@ DAFNY_DIR = "/usr/lib/dafny"
 INSTALL_HINT = "install Dafny: apt-get install dafny z3 (then pip install z3-solver==4.8.5.0), or run `make setup`"
 
 _BODYLESS_WARNING_RE = re.compile(r"this (loop|forall statement) has no body")
+_TIMED_OUT = object()  # what _translate answers when the translation ran past its deadline
 
 
 def find_z3(explicit: str = "") -> tuple[str, str]:
@@ -392,7 +393,10 @@ class DafnyVerifier(ProcessOwner):
             # Defence in depth on every OK: Boogie's own translation (cheap next to verification) must show
             # a verified body for everything but what the classification allows.
             bpl = self._translate(judged, task.timeout_s, no_cheating=no_cheating)
-            if bpl is None:
+            if not isinstance(bpl, str):  # fail closed: an OK needs the translation read
+                if bpl is _TIMED_OUT:
+                    return CheckResult(Verdict.TIMEOUT, ("Dafny's Boogie translation ran past the deadline",),
+                                       error_category=ErrorCategory.TIMEOUT, backend="server", cpu_s=run.cpu_s)
                 return CheckResult(Verdict.FAIL, ("Dafny's Boogie translation could not be read",),
                                    error_category=ErrorCategory.UNKNOWN, backend="server", cpu_s=run.cpu_s)
             view = parse_boogie(bpl)
@@ -549,8 +553,9 @@ class DafnyVerifier(ProcessOwner):
         cpu = max(0.0, server.cpu_s - cpu_before) if server is not None else 0.0  # cgroup accounting: mono + z3
         return _Run(parse_output(text, filename=self.config.filename), "server", cpu_s=cpu)
 
-    def _translate(self, program: str, timeout_s: float, *, no_cheating: bool) -> str | None:
-        """Dafny's Boogie translation of ``program`` (``/noVerify /print``: no prover runs), or ``None``."""
+    def _translate(self, program: str, timeout_s: float, *, no_cheating: bool) -> str | object | None:
+        """Dafny's Boogie translation of ``program`` (``/noVerify /print``: no prover runs); ``None`` when
+        it cannot be read, :data:`_TIMED_OUT` past the deadline."""
         self.stats["translations"] += 1
         workdir = Path(tempfile.mkdtemp(prefix="bpl", dir=self._root))
         try:
@@ -558,8 +563,11 @@ class DafnyVerifier(ProcessOwner):
             args = [self._mono, self._dafny_exe, *self._base_args(timeout_s, server=False, no_cheating=no_cheating),
                     "/noVerify", f"/print:{workdir / 'boogie.bpl'}", self.config.filename]
             run = self.sandbox.run(args, workdir=workdir, timeout_s=timeout_s + self.config.grace_s)
+            if run.timed_out:
+                self.stats["outer_kills"] += 1
+                return _TIMED_OUT
             files = sorted(workdir.glob("*.bpl"))
-            if run.timed_out or run.returncode != 0 or not files:
+            if run.returncode != 0 or not files:
                 return None
             return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
         finally:
