@@ -279,7 +279,43 @@ class CheckResult:
             "backend": self.backend,
             "prover_version": self.prover_version,
             "audited": self.audited,
+            # the same goals, structured: a hypothesis may span lines, so the text above is not parsed back
+            "goals": [{"hypotheses": list(g.hypotheses), "conclusion": g.conclusion} for g in self.remaining_goals],
         }
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> CheckResult:
+        """The inverse of :meth:`to_dict` (a service answer, a results row).
+
+        Goals come from ``goals`` when present, else from the ``remaining_goals`` text (hypotheses
+        above a rule of ``=``, the conclusion below). An unknown ``error_category`` (a newer writer)
+        reads as ``unknown``; an unknown verdict raises :class:`~proofgym.envs.errors.TaskFormatError`.
+        """
+        from proofgym.envs.errors import TaskFormatError
+
+        try:
+            verdict = Verdict(row["verdict"])
+        except (KeyError, ValueError):
+            raise TaskFormatError(f"not a check result: verdict {row.get('verdict')!r}") from None
+        try:
+            category = ErrorCategory(row.get("error_category", "none"))
+        except ValueError:
+            category = ErrorCategory.UNKNOWN
+        if isinstance(row.get("goals"), list):
+            goals = tuple(Goal(tuple(g.get("hypotheses", ())), str(g.get("conclusion", ""))) for g in row["goals"])
+        else:
+            parsed = []
+            for text in row.get("remaining_goals", ()):
+                hyps, rule, concl = str(text).rpartition("\n" + "=" * 28 + "\n")
+                if not rule:
+                    hyps, _, concl = str(text).rpartition("=" * 28)
+                parsed.append(Goal(tuple(h for h in hyps.strip("\n").split("\n") if h), concl.strip("\n")))
+            goals = tuple(parsed)
+        return cls(verdict=verdict, reasons=tuple(row.get("reasons", ())), messages=tuple(row.get("messages", ())),
+                   remaining_goals=goals, error_category=category, wall_s=float(row.get("wall_s", 0.0) or 0.0),
+                   cpu_s=float(row.get("cpu_s", 0.0) or 0.0), cached=bool(row.get("cached", False)),
+                   backend=str(row.get("backend", "")), prover_version=str(row.get("prover_version", "")),
+                   audited=bool(row.get("audited", False)))
 
     def with_timing(self, wall_s: float, cpu_s: float | None = None) -> CheckResult:
         return dataclasses.replace(self, wall_s=wall_s, cpu_s=self.cpu_s if cpu_s is None else cpu_s)

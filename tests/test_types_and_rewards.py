@@ -131,3 +131,20 @@ def test_unicode_text_space_accepts_math_and_newlines_and_pickles_small():
 def test_invalid_submissions_are_rejected_before_any_prover(proof, why):
     with pytest.raises(InvalidSubmission, match=why):
         validate_submission(proof)
+
+
+def test_check_result_round_trips_through_to_dict_with_its_goals():
+    from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Verdict
+
+    goals = (Goal(("n : nat", "H : forall m,\n  m = m"), "n + 0 = n"), Goal((), "True"))
+    result = CheckResult(Verdict.FAIL, ("goals remain",), ("msg",), goals, ErrorCategory.LOGIC, wall_s=1.5,
+                         backend="coqidetop", prover_version="8.16.1", audited=True)
+    back = CheckResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back == result and back.remaining_goals == goals  # a hypothesis over two lines survives
+    assert (back.wall_s, back.backend, back.audited) == (1.5, "coqidetop", True)
+    legacy = {k: v for k, v in result.to_dict().items() if k != "goals"}  # a row written before "goals"
+    assert CheckResult.from_dict(legacy).remaining_goals[1] == Goal((), "True")
+    unknown = CheckResult.from_dict({"verdict": "OK", "error_category": "from-the-future"})
+    assert unknown.error_category is ErrorCategory.UNKNOWN
+    with pytest.raises(TaskFormatError, match="verdict"):
+        CheckResult.from_dict({"verdict": "MAYBE"})

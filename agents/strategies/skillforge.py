@@ -489,7 +489,7 @@ class SkillForgeStrategy(Strategy):
         """``(skill, temperature, program, result, note)`` for the next attempt after ``history``."""
         if not history:
             return "synth_body", BASE_TEMPERATURE, "", None, ""
-        results = [_result_from_dict(a.result) for a in history]
+        results = [CheckResult.from_dict(a.result) for a in history]
         scores = [error_score(r) for r in results]
         last, res = history[-1].proof, results[-1]
         best = min(range(len(history)), key=lambda i: scores[i])
@@ -524,16 +524,6 @@ class SkillForgeStrategy(Strategy):
         if generation.is_proof:
             return generation.text, ()
         return prompts.extract_program(generation.text), ("skillforge post-processing",)
-
-
-def _result_from_dict(row: Mapping[str, Any]) -> CheckResult:
-    category = row.get("error_category", "none")
-    try:
-        cat = ErrorCategory(category)
-    except ValueError:
-        cat = ErrorCategory.UNKNOWN
-    return CheckResult(Verdict(row.get("verdict", "ERROR")), tuple(row.get("reasons", ())),
-                       tuple(row.get("messages", ())), error_category=cat)
 
 
 #: ``make_strategy("skillforge", budget=5)`` builds the evaluation strategy.

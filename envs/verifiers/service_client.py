@@ -18,32 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from proofgym.envs.errors import TaskFormatError, VerifierCrashed
-from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
+from proofgym.envs.types import CheckResult, Task
 
 __all__ = ["ServiceVerifier", "VerifierServiceClient", "result_from_dict", "service_reward_function"]
 
-_GOAL_RULE = "=" * 28
 
 
 def result_from_dict(row: dict[str, Any]) -> CheckResult:
-    """The :class:`CheckResult` of a ``/check`` result row (the inverse of ``CheckResult.to_dict``)."""
-    goals = []
-    for text in row.get("remaining_goals", []):
-        hyps, _, concl = text.rpartition(_GOAL_RULE)
-        goals.append(Goal(tuple(h for h in hyps.strip("\n").split("\n") if h), concl.strip("\n")))
-    return CheckResult(
-        verdict=Verdict(row["verdict"]),
-        reasons=tuple(row.get("reasons", ())),
-        messages=tuple(row.get("messages", ())),
-        remaining_goals=tuple(goals),
-        error_category=ErrorCategory(row.get("error_category", "none")),
-        wall_s=float(row.get("wall_s", 0.0)),
-        cpu_s=float(row.get("cpu_s", 0.0)),
-        cached=bool(row.get("cached", False)),
-        backend=str(row.get("backend", "")),
-        prover_version=str(row.get("prover_version", "")),
-        audited=bool(row.get("audited", False)),
-    )
+    """The :class:`CheckResult` of a ``/check`` result row: :meth:`CheckResult.from_dict`."""
+    return CheckResult.from_dict(row)
 
 
 class VerifierServiceClient:
