@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -301,3 +303,26 @@ def test_goal_closed_shaping_cannot_be_farmed_on_real_coq():
         assert sum(rewards) == pytest.approx(1.05)
     finally:
         env.close()
+
+
+@pytest.mark.prover
+def test_resetting_and_closing_leak_no_pipe():
+    """Every Tactic-v0 reset used to leave three pipes to the garbage collector (ResourceWarning)."""
+    from tests.conftest import have_coq
+
+    if not have_coq():
+        pytest.skip("Coq is not installed")
+    code = (
+        "import gc, gymnasium as gym, proofgym\n"
+        "env = gym.make('proofgym/Tactic-v0', tasks='coq-tiny', max_steps=5)\n"
+        "for _ in range(3):\n"
+        "    env.reset(options={'task_id': 'coq.tiny.add_0_r'})\n"
+        "    env.step('induction n.')\n"
+        "env.close()\n"
+        "gc.collect()\n"
+        "print('done')\n"
+    )
+    proc = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", code], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-2000:]
+    assert "ResourceWarning" not in proc.stderr, proc.stderr[-2000:]

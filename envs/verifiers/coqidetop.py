@@ -239,8 +239,13 @@ class IdeTop:
         return self.call(xml, timeout_s=timeout_s)
 
     def kill(self) -> None:
+        """Kill the prover's whole tree, let the readers see EOF, and close our pipe ends. Idempotent."""
         self.closed = True
         self._proc.kill()
+        for reader in (self._reader, self._err_reader):
+            if reader is not threading.current_thread():
+                reader.join(timeout=5.0)  # the tree is dead, so EOF is immediate unless a stray holds the pipe
+        self._proc.close()  # no pipe is left for the garbage collector (ResourceWarning)
 
     close = kill
 
