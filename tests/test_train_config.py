@@ -218,3 +218,18 @@ def test_accelerate_configs_load(path):
     assert (config.distributed_type.value, config.num_processes, config.use_cpu) == expected
     if "zero" in path.name:
         assert config.deepspeed_config["zero_stage"] == int(path.stem[-1])
+
+
+def test_train_help_lists_proofgyms_fields_first_without_importing_trl():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom proofgym.training.cli import main\nmain(['grpo', '--help'])\n"
+            "print('IMPORTED', 'trl' in sys.modules, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert proc.returncode == 0 and out.startswith("usage: proofgym train grpo"), proc.stderr
+    for name in ("--curriculum ", "--verdict_rewards", "--format_bonus", "--verifier_workers", "--max_turns"):
+        assert name in out
+    assert "--help-all" in out and len(out.splitlines()) < 300
+    assert "IMPORTED False False" in out  # the answer needs neither TRL nor torch
