@@ -345,3 +345,14 @@ def test_cli_config_file_and_set_options(suite_file, script_file, tmp_path):
     assert json.loads(proc.stdout)["max_attempts"] == 2
     bad = run_cli("eval", "--config", str(config), "--set", "colour=red", "--out", str(tmp_path / "r2"))
     assert bad.returncode == 2 and "bad option for strategy 'selene'" in bad.stderr
+
+
+def test_a_limit_rerun_into_a_run_dir_keeps_the_summary_of_every_task_there(suite_file, script_file, tmp_path):
+    out = tmp_path / "run"
+    full, _ = evaluate(EvalConfig(suite=str(suite_file), agent="scripted", script=str(script_file), verifier=FAKE,
+                                  out=str(out)))
+    again, paths = evaluate(EvalConfig(suite=str(suite_file), agent="scripted", script=str(script_file),
+                                       verifier=FAKE, out=str(out), limit=1))
+    assert again.n_tasks == full.n_tasks == len(TASKS) and again.n_results == full.n_results
+    assert json.loads(paths.summary.read_text())["n_tasks"] == len(TASKS)  # not rewritten to the 1 of --limit
+    assert again.per_category == full.per_category

@@ -806,6 +806,15 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
             diff = [key for key in identity if json.loads(json.dumps(identity[key])) != previous["identity"].get(key)]
             raise ProofgymError(f"{paths.run_dir} holds a run of another configuration (differs in: "
                                 f"{', '.join(diff)}); pass another --out, or remove it")
+        if cfg.limit and paths.results.exists():
+            # A --limit rerun into a run dir adds to it; its summary still covers every task already there.
+            done = {str(row.get("task_id")) for row in read_results(paths.results)}
+            selected = {t.id for t in tasks}
+            earlier = [t for t in load_tasks(suite_path) if t.id in done and t.id not in selected]
+            if earlier:
+                print(f"proofgym: {paths.run_dir} already has results for {len(earlier)} tasks beyond --limit "
+                      f"{cfg.limit}; the summary covers them too", file=sys.stderr)
+                tasks = tasks + earlier
         segments = list(previous.get("segments", [])) if previous else []
         segments.append({"started": datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:]})
         public = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if not f.metadata.get("secret")}
