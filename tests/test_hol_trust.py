@@ -215,6 +215,32 @@ def test_plain_data_built_from_io_is_usable_and_the_io_is_not(hol, proof, verdic
     check(hol, T("LENGTH routine_mc = 4", S2N_CONTEXT), proof, verdict)
 
 
+#: The shape of every extracted library task: earlier lemmas are CHEAT_TAC (tainted data), and the file goes on
+#: to define tactics and conversions from them. A lemma bound twice is still data both times. A tainted function
+#: later shadowed by data is not: what was defined from it in between calls the function.
+EXTRACTED_CONTEXT = """
+let HALF_LEMMA = prove(`!n. n + n = 2 * n`, CHEAT_TAC);;
+let TWICE_LEMMA = prove(`!n. 2 * n = n + n`, CHEAT_TAC);;
+let TWICE_LEMMA = prove(`!n. 2 * n = n + n`, CHEAT_TAC);;
+let HALF_TAC = REWRITE_TAC[HALF_LEMMA];;
+let TWICE_CONV = REWRITE_CONV[TWICE_LEMMA];;
+let reader = string_of_file;;
+let read_twice p = reader p ^ reader p;;
+let reader = TRUTH;;
+"""
+
+
+@pytest.mark.parametrize(("goal", "proof", "verdict"), [
+    ("x + x = 2 * x", "HALF_TAC", Verdict.OK),
+    ("2 * y = y + y", "CONV_TAC TWICE_CONV", Verdict.OK),
+    ("2 * y = y + y", "MATCH_ACCEPT_TAC TWICE_LEMMA", Verdict.OK),
+    ("1 + 1 = 2", '(ignore (read_twice "/etc/hostname"); ARITH_TAC)', Verdict.CHEATING),
+    ("1 + 1 = 2", "(ignore reader; ARITH_TAC)", Verdict.OK),  # the live binding is TRUTH
+])
+def test_taint_flows_through_code_not_through_data(hol, goal, proof, verdict):
+    check(hol, T(goal, EXTRACTED_CONTEXT), proof, verdict)
+
+
 #: Values with an arrow somewhere inside, or a type that only looks like data, computed from I/O.
 HIDDEN_CODE_CONTEXT = """
 let io_thunks = [fun () -> ignore (string_of_file "/etc/hostname")];;
@@ -308,3 +334,28 @@ def test_a_verdict_over_a_mebibyte_stays_a_fail_with_its_goals(hol):
     assert many.remaining_goals[0].conclusion.startswith("v1x")
     assert "not shown" in many.remaining_goals[-1].conclusion
     assert hol.stats["retries"] == retries  # none of them was taken for a dead worker
+
+
+def test_tactic_mode_takes_goalstack_steps_and_counts_goals_no_term_can_forge(hol):
+    """Tactic-v0's states come from the same goals: a step written as e(...);; is the tactic, and a goal whose
+    variable is named with the old separator bytes is one goal, not three."""
+    with hol.open(T("2 + 2 = 4 /\\ (p ==> p)")) as session:
+        split = session.run("e(CONJ_TAC);;")
+        assert split.ok and len(split.state.goals) == 2, split
+        forged = session.run('SUBGOAL_THEN (mk_var("a\\029b\\030c", bool_ty)) ASSUME_TAC', split.state.state_id)
+        assert forged.ok and len(forged.state.goals) == 3, forged
+        assert forged.state.goals[0].conclusion == "a\x1db\x1ec"
+        assert forged.state.goals[1].hypotheses == ("a\x1db\x1ec",)
+
+
+def test_a_server_that_dies_at_start_up_says_so_with_its_output():
+    """No HOL Light load: the prelude runs first and exits. The error says it died, and shows what it printed."""
+    from proofgym.envs.errors import VerifierCrashed
+    from proofgym.envs.verifiers.hol_light import BaseContext, HolLightVerifier
+
+    base = BaseContext(prelude='prerr_endline "pg-dying-now";; exit 3;;', startup_timeout_s=1800)
+    with HolLightVerifier(progress=False, bases=(base,)) as verifier, pytest.raises(VerifierCrashed) as crash:
+        verifier.server("plain")
+    message = str(crash.value)
+    assert "died during start-up" in message and "exit status 3" in message and "pg-dying-now" in message, message
+    assert "did not become ready" not in message

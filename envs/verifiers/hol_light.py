@@ -316,6 +316,7 @@ class _HolSandbox(Sandbox):
 class _Pending:
     event: threading.Event = field(default_factory=threading.Event)
     frame: tuple[str, str, list[bytes]] | None = None
+    busy: float = 0.0  # when the root last said BUSY for it (sweeping what a context left): working, not wedged
 
 
 #: Reasons of an ERROR that mean a process died under the attempt (the root's words, ``hol_light/boot.ml``).
@@ -468,6 +469,12 @@ class HolLightServer:
                 p.event.set()
 
     def _dispatch(self, tag: str, ident: str, fields: list[bytes]) -> None:
+        if tag == "BUSY":
+            with self._state_lock:
+                pending = self._pending.get(ident)
+            if pending is not None:
+                pending.busy = time.monotonic()
+            return
         if tag == "ZDIED":
             key = fields[0].decode()
             with self._state_lock:
@@ -499,7 +506,13 @@ class HolLightServer:
         except (OSError, ValueError):
             self.kill()
             raise _ServerDied("the HOL Light server closed its input") from None
-        if not pending.event.wait(timeout_s) or pending.frame is None:
+        deadline = time.monotonic() + timeout_s
+        while not pending.event.wait(max(0.0, deadline - time.monotonic())):
+            if pending.busy and time.monotonic() - pending.busy < self.cfg.grace_s:  # the root sweeps for it
+                deadline = pending.busy + self.cfg.grace_s
+                continue
+            break
+        if not pending.event.is_set() or pending.frame is None:
             late = not self.dead
             self.kill()
             raise _ServerDied("the HOL Light server did not answer in time; it was killed" if late

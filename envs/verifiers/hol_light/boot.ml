@@ -763,31 +763,40 @@ let pg_processes () =
       | Some pid -> (match stat pid with Some p -> p :: acc | None -> acc)
       | None -> acc) [] (try Sys.readdir "/proc" with Sys_error _ -> [||])
 
-(* Kill every process that [doomed pid ppid] picks and wait until it is gone, zombies included (a zombie
-   still holds its slot in the server's pids cgroup). A fork bomb refills whatever a plain SIGKILL frees,
-   so each pass first SIGSTOPs what still runs: a stopped process cannot fork, keeps its pids slot and
-   so leaves no room for a new one. Only when every victim is stopped does SIGKILL go out, and then no
-   victim can start another. This needs no timing: on a loaded machine it takes more passes, not luck.
-   The cap only bounds a process that never stops (uninterruptible sleep); it is logged. *)
-let pg_kill_until_gone ?(reap = false) doomed =
+(* The root's sweep: kill every process that [doomed pid ppid] picks and wait until it is gone, zombies
+   included (a zombie still holds its slot in the server's pids cgroup). A fork bomb refills whatever a
+   plain SIGKILL frees, and a few hundred spinning processes starve whoever scans /proc for them. So the
+   first thing is kill(-1, SIGSTOP): one system call that stops every process of this pid namespace but
+   bwrap's init and the root, atomically with respect to fork (a process with a signal pending cannot
+   fork). Nothing moves while the victims are listed and SIGKILLed; then SIGCONT wakes whoever is left
+   (zygotes, workers) and the sweep waits for the victims to be reaped (by bwrap's init, or by the zygote
+   that forked them). No timing: a loaded machine makes it slower, not wrong. The cap only bounds a
+   process that never dies (uninterruptible sleep); it is logged. Only inside bwrap's own pid namespace:
+   outside it, -1 would be every process of the user. *)
+let pg_kill_until_gone ?(progress = fun () -> ()) doomed =
   if pg_own_pid_ns then begin
     let give_up = Unix.gettimeofday () +. 120.0 in
+    let next_progress = ref (Unix.gettimeofday () +. 2.0) in
+    let signal s l = List.iter (fun (pid, _, _) -> try Unix.kill pid s with Unix.Unix_error _ -> ()) l in
+    let killed = Hashtbl.create 64 in
     let rec pass () =
+      (* a long sweep (a machine thrashing under a bomb) tells the client it is working, not wedged *)
+      if Unix.gettimeofday () > !next_progress then (progress (); next_progress := Unix.gettimeofday () +. 2.0);
       let victims = List.filter (fun (pid, ppid, _) -> doomed pid ppid) (pg_processes ()) in
-      let running = List.filter (fun (_, _, st) -> not (List.mem st ["T"; "t"; "Z"; "X"])) victims in
-      let live = List.filter (fun (_, _, st) -> st <> "Z" && st <> "X") victims in
-      let signal s l = List.iter (fun (pid, _, _) -> try Unix.kill pid s with Unix.Unix_error _ -> ()) l in
-      if victims = [] then ()
-      else if Unix.gettimeofday () > give_up then begin
-        signal Sys.sigkill live;
+      let unkilled = List.filter (fun (pid, _, st) -> st <> "Z" && st <> "X" && not (Hashtbl.mem killed pid)) victims in
+      if victims = [] then begin
+        if Hashtbl.length killed > 0 then
+          pg_log "sweep: %d process(es) killed in %.1f s" (Hashtbl.length killed) (Unix.gettimeofday () -. give_up +. 120.0)
+      end else if Unix.gettimeofday () > give_up then
         pg_log "sweep: %d process(es) still there after 120 s" (List.length victims)
-      end else begin
-        if running <> [] then signal Sys.sigstop live      (* the stopped ones too: one may have been resumed *)
-        else if live <> [] then signal Sys.sigkill live    (* all stopped: none can fork any more *)
-        else if reap then (try ignore (Unix.waitpid [] (-1)) with Unix.Unix_error _ -> ())  (* our own children *)
-        else Unix.sleepf 0.001;                            (* zombies: their parent (bwrap's init) reaps them *)
+      else if unkilled <> [] then begin
+        (try Unix.kill (-1) Sys.sigstop with Unix.Unix_error _ -> ());
+        let victims = List.filter (fun (pid, ppid, _) -> doomed pid ppid) (pg_processes ()) in
+        signal Sys.sigkill victims;
+        List.iter (fun (pid, _, _) -> Hashtbl.replace killed pid ()) victims;
+        (try Unix.kill (-1) Sys.sigcont with Unix.Unix_error _ -> ());
         pass ()
-      end in
+      end else (Unix.sleepf 0.001; pass ()) in  (* killed: exiting, or zombies their parents reap *)
     pass ()
   end
 
@@ -1012,13 +1021,16 @@ let pg_root () =
   (* Anything that is not bwrap's init, the root, a zygote or a zygote's child (a worker) was left by a
      context (a fork bomb, a daemon): nothing may outlive the zygote that started it. The sweep is over
      before the root answers, so the next request finds the pids cgroup as the context found it. *)
-  let sweep () =
+  (* [fresh]: a zygote that just loaded, whose children are all the context's; [waiting]: the requests
+     whose answer waits for this sweep (the client hears BUSY for them while it lasts) *)
+  let sweep ?(fresh = -1) ?(waiting = []) () =
     let self = Unix.getpid () in
     let live = Hashtbl.fold (fun _ z acc -> z.zpid :: acc) zygotes [] in
-    pg_kill_until_gone (fun pid ppid -> pid <> 1 && pid <> self && not (List.mem pid live) && not (List.mem ppid live)) in
+    pg_kill_until_gone ~progress:(fun () -> List.iter (fun id -> out "BUSY" id []) waiting) (fun pid ppid ->
+      pid <> 1 && pid <> self && not (List.mem pid live) && (ppid = fresh || not (List.mem ppid live))) in
   (* A zygote is gone: kill and reap it, sweep what it left, and only then answer what it owed. *)
   let lost ?(timed_out = false) z why =
-    reap z; sweep ();
+    reap z; sweep ~waiting:(Option.to_list z.zloading @ z.zjobs) ();
     (match z.zloading with
      | Some id when timed_out || why = pg_signal_name Sys.sigalrm ->
          out "CTX" id ["timeout"; Printf.sprintf "the context was still loading after %.0f s, its deadline, and was killed"
@@ -1048,15 +1060,21 @@ let pg_root () =
         (match pg_load_context ("context " ^ key) text with
          | () ->
              ignore (Unix.alarm 0);
-             (* the zygote forks workers only: whatever the context started dies now (the root sweeps orphans) *)
-             let self = Unix.getpid () in
-             pg_kill_until_gone ~reap:true (fun _ ppid -> ppid = self);
-             (try while fst (Unix.waitpid [Unix.WNOHANG] (-1)) > 0 do () done with Unix.Unix_error _ -> ());
+             pg_log "context %s: loaded in %.1f s" key (Unix.gettimeofday () -. t);
+             (* the zygote forks workers only: whatever the context started is killed by the root's sweep
+                once this frame is in (see pg_kill_until_gone), and reaped here before the first worker *)
              Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
              pg_quiet_gc ();
              let self = string_of_int (Unix.getpid ()) in
              pg_send r_w "CTX" id ["ok"; ""; string_of_int (pg_mem_kb self "VmRSS"); string_of_int (pg_private_kb self);
                                     string_of_int (int_of_float ((Unix.gettimeofday () -. t) *. 1000.))];
+             let rec reap_children () =
+               match Unix.waitpid [] (-1) with
+               | _ -> reap_children ()
+               | exception Unix.Unix_error (Unix.EINTR, _, _) -> reap_children ()
+               | exception Unix.Unix_error _ -> () in   (* ECHILD: none left *)
+             if pg_own_pid_ns then reap_children ()
+             else (try while fst (Unix.waitpid [Unix.WNOHANG] (-1)) > 0 do () done with Unix.Unix_error _ -> ());
              pg_zygote ~cmd_fd:c_r ~res_fd:r_w
          | exception e ->
              pg_send r_w "CTX" id ["fail"; pg_error_text e; "0"; "0"; "0"];
@@ -1118,13 +1136,12 @@ let pg_root () =
               z.zjobs <- List.filter (fun j -> j <> id) z.zjobs;
               (* the pids cgroup was full: clear out what holds it before the client asks again *)
               (match fields with
-               | _ :: _ :: reason :: _ when pg_find_sub reason "could not start a worker" 0 = 0 -> sweep ()
+               | _ :: _ :: reason :: _ when pg_find_sub reason "could not start a worker" 0 = 0 -> sweep ~waiting:[id] ()
                | _ -> ())
             end;
             if tag = "CTX" then begin
               z.zloading <- None;
-              if List.hd fields <> "ok" then reap z;
-              sweep ()
+              if List.hd fields <> "ok" then (reap z; sweep ~waiting:[id] ()) else sweep ~fresh:z.zpid ~waiting:[id] ()
             end;
             out tag id fields
         | exception (Pg_eof | Failure _) ->
@@ -1141,6 +1158,7 @@ let pg_root () =
     List.iter (fun z ->
       if z.zloading <> None && now >= z.zdeadline && Hashtbl.mem zygotes z.zkey then begin
         (* its own alarm did not end it (a context may ignore SIGALRM): SIGKILL cannot be ignored *)
+        pg_log "context %s: still loading at its deadline; killed" z.zkey;
         (try Unix.kill z.zpid Sys.sigkill with Unix.Unix_error _ -> ());
         lost ~timed_out:true z "it ran past the context's deadline and was killed"
       end) zs
