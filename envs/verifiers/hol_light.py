@@ -109,7 +109,11 @@ class HolLightConfig:
     grace_s: float = 30.0  # how late a reply may be before the server counts as wedged
     worker_uid_base: int = 700000  # workers run as uid base+1 .. base+60000 (when proofgym runs as root)
     use_bwrap: bool | None = None  # None: bubblewrap when it works here
-    progress: bool | None = None  # loading progress on stderr; None: when stderr is a terminal
+    # Loading progress on stderr: True every line HOL Light prints, False nothing, None (default) every
+    # line on a terminal; in every case but False, a heartbeat line every heartbeat_s while loading, so
+    # a log (Jupyter, nohup, slurm, CI) never sits silent for the minutes a base takes.
+    progress: bool | None = None
+    heartbeat_s: float = 30.0
     build_dir: str = ""  # cache for the compiled C stubs; default $PROOFGYM_CACHE or ~/.cache/proofgym
 
 
@@ -334,7 +338,8 @@ class _ServerDied(Exception):
 class HolLightServer:
     """One sandboxed HOL Light root process for one base context. Thread-safe."""
 
-    def __init__(self, cfg: HolLightConfig, base: BaseContext, stubs: Path, progress: Callable[[str], None] | None):
+    def __init__(self, cfg: HolLightConfig, base: BaseContext, stubs: Path, progress: Callable[[str], None] | None,
+                 heartbeat: Callable[[str], None] | None = None):
         self.cfg = cfg
         self.base = base
         self.progress = progress
@@ -373,7 +378,7 @@ class HolLightServer:
         self._pending["0"] = self._ready
         self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True, name="hol-stdout")
         self._stdout_thread.start()
-        if not self._ready.event.wait(base.startup_timeout_s) or self._ready.frame is None:
+        if not self._wait_ready(heartbeat) or self._ready.frame is None:
             # The reader sets the event when the server's output ends too: say which of the two happened.
             died = self._ready.event.is_set()
             status = self.proc.wait(5) if died else None
@@ -431,6 +436,22 @@ class HolLightServer:
         boot = (SERVER_SOURCES / "boot.ml").read_text(encoding="utf-8")
         boot = re.sub(r"PG_CONFIG_\w+", lambda m: values[m.group(0)], boot)
         (self.workdir / "boot.ml").write_text(boot, encoding="utf-8")
+
+    def _wait_ready(self, heartbeat: Callable[[str], None] | None) -> bool:
+        """Wait for the ready frame (or the server's end) up to the start-up timeout, saying every
+        ``heartbeat_s`` what is loading and for how long. True if the event came."""
+        deadline = self.started + self.base.startup_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._ready.event.wait(min(left, self.cfg.heartbeat_s) if heartbeat else left):
+                return True
+            if heartbeat is not None:
+                last = next((line[11:] for line in reversed(self._log) if line.startswith("[proofgym] ")), "")
+                heartbeat(f"hol_light[{self.base.name}]: loading HOL Light base {self.base.name!r} (about 2 min for "
+                          f"plain HOL Light, more for large bases; {time.monotonic() - self.started:.0f} s so far)"
+                          + (f"; last: {last}" if last else ""))
 
     # -- I/O threads ----------------------------------------------------------------------------
     def _read_stderr(self) -> None:
@@ -577,7 +598,9 @@ class HolLightVerifier(ProcessOwner):
         self._stubs = build_stubs(cfg)
         self.version = hol_light_version(cfg.hol_dir)
         progress = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
-        self._progress = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+        say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        self._progress = say if progress else None
+        self._heartbeat = say if cfg.progress is not False and cfg.heartbeat_s > 0 else None
         self._servers: dict[str, HolLightServer] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -606,7 +629,7 @@ class HolLightVerifier(ProcessOwner):
                 self.stats["server_deaths"] += 1
                 server.close()
             self.stats["server_starts"] += 1
-            server = HolLightServer(self.config, self._bases[base], self._stubs, self._progress)
+            server = HolLightServer(self.config, self._bases[base], self._stubs, self._progress, self._heartbeat)
             self._servers[base] = server
             return server
 
