@@ -195,8 +195,15 @@ def test_a_verifier_that_is_not_installed_fails_before_training(tmp_path, monkey
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    with pytest.raises(TrainConfigError, match="coq verifier cannot run.*apt-get install coq"):
+    from proofgym.envs.errors import ProverNotFound
+    from proofgym.training.cli import run
+
+    with pytest.raises(ProverNotFound, match="coq verifier cannot run.*apt-get install coq"):
         prepare_run(_cfg(tmp_path))
+    # the command says so with exit 3 (a prover is missing), as the README and `proofgym check` do
+    assert run("grpo", ["--suite", str(Path(__file__).parent / "data" / "tiny_suite.jsonl"),
+                        "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--model_name_or_path",
+                        "tiny"]) == 3
 
 
 @requires_coq

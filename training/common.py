@@ -309,8 +309,8 @@ def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
         kwargs = {"audit": audit} if audit and system == "coq" else {}
         try:
             make_verifier(system, **kwargs).close()
-        except VerifierError as exc:
-            raise TrainConfigError(f"the {system} verifier cannot run: {exc}") from None
+        except VerifierError as exc:  # stays a VerifierError: `proofgym train` exits 3 for it, as the README says
+            raise type(exc)(f"the {system} verifier cannot run: {exc}") from None
 
 
 def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
