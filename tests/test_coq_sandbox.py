@@ -164,12 +164,17 @@ ESCAPES = {
 def test_layer1_whitelist_rejects_the_escape_before_any_prover_runs(verifier, tmp_path, escape):
     secret = tmp_path / "secret.v"
     secret.write_text("Definition leaked := 12345.\n")
-    before = verifier.stats["sessions_started"]
     for sentence in ESCAPES[escape]:
         text = sentence.format(secret=secret, dir=tmp_path)
+        before = verifier.stats["sessions_started"]
         result = verifier.check(coq_task(), f"Proof. {text} exact I. Qed.")
         assert result.verdict is Verdict.CHEATING and result.backend == "precheck", (text, result)
-    assert verifier.stats["sessions_started"] == before, "no prover may start for a rejected proof"
+        if text.startswith("Require"):
+            # Which library a Require names is Coq's to say: the verifier asks `Locate Library` in the
+            # task's own (trusted) context session; the submission's sentences never reach a prover.
+            assert any("does not load" in r for r in result.reasons), result.reasons
+        else:
+            assert verifier.stats["sessions_started"] == before, f"no prover may start for {text!r}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.v"], "nothing may be written"
 
 
