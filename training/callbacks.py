@@ -39,6 +39,17 @@ from transformers import TrainerCallback
 from proofgym.envs.errors import ProofgymError
 
 
+def active_wandb(report_to: Any) -> Any:
+    """The ``wandb`` module when this run reports to W&B and a run is active; else ``None``."""
+    if "wandb" not in (report_to or []):
+        return None
+    try:
+        import wandb
+    except ImportError:
+        return None
+    return wandb if wandb.run is not None else None
+
+
 def announce(message: str) -> None:
     """A progress line on stderr, ``[proofgym] ...``."""
     print(f"[proofgym] {message}", file=sys.stderr, flush=True)
@@ -144,13 +155,8 @@ class CheckpointEvalCallback(TrainerCallback):
         return record
 
     def _log_wandb(self, step: int, metrics: dict[str, float]) -> None:
-        if "wandb" not in self._report_to:
-            return
-        try:
-            import wandb
-        except ImportError:
-            return
-        if wandb.run is None:
+        wandb = active_wandb(self._report_to)
+        if wandb is None:
             return
         k = self.options["k"]
         rows = [[r["step"], cat, s.get("pass@1", 0.0), s.get(f"pass@{k}", 0.0), s.get("n", 0)]
@@ -324,13 +330,8 @@ class TaskPassRateCallback(TrainerCallback):
         if not state.is_world_process_zero or not self.rows:
             return
         self.plot_path = self.plot(Path(args.output_dir) / "task_pass_rates.png")
-        if "wandb" not in (args.report_to or []):
-            return
-        try:
-            import wandb
-        except ImportError:
-            return
-        if wandb.run is None:
+        wandb = active_wandb(args.report_to or [])
+        if wandb is None:
             return
         table = wandb.Table(columns=self.COLUMNS, data=[[r[c] for c in self.COLUMNS] for r in self.rows])
         logged: dict[str, Any] = {"task_pass_rate": table}
