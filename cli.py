@@ -20,11 +20,14 @@ Exit codes: 0 a verdict was reached (whatever it is; `check --strict`: 1 unless 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             verifier_cm: Any = ServiceVerifier(server, task.system, token=os.environ.get("PROOFGYM_VERIFIER_TOKEN"))
         else:
             verifier_cm = make_verifier(task.system, **kwargs)
-        with verifier_cm as verifier:
+        with verifier_cm as verifier, _still_waiting(server or "", every_s=30.0):
             result = verifier.check(task, proof)
     except TaskFormatError as exc:
         return fail(EXIT_BAD_INPUT, str(exc))
@@ -197,6 +200,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.strict and result.verdict.value != "OK":
         return EXIT_NOT_OK
     return 0
+
+
+@contextlib.contextmanager
+def _still_waiting(server: str, every_s: float) -> Any:
+    """While a check on a verifier service is unanswered, say so on stderr every ``every_s`` seconds
+    (its first HOL Light check waits minutes for the base to load; silence looks like a hang)."""
+    if not server:
+        yield
+        return
+    done = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            print(f"proofgym: still waiting for the verifier service at {server} "
+                  f"({time.monotonic() - start:.0f} s so far; a HOL Light base loads for minutes on first use; "
+                  f"its log says how far it is)", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True, name="check-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

@@ -226,3 +226,17 @@ def test_eval_with_a_missing_prover_says_so_before_the_run(tmp_path, tiny_suite)
     assert proc.returncode == 3
     assert "apt-get install coq" in proc.stderr and "harness failures" not in proc.stderr
     assert not (tmp_path / "run" / "results.jsonl").exists()  # nothing ran
+
+
+def test_check_on_a_service_says_it_is_still_waiting(capsys):
+    from proofgym.cli import _still_waiting
+
+    with _still_waiting("http://127.0.0.1:8000", every_s=0.01):
+        for _ in range(6000):  # until the first heartbeat has been written (no timing assumption)
+            if "still waiting" in capsys.readouterr().err:
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("no heartbeat while waiting")
+    with _still_waiting("", every_s=0.01):  # a local check: no heartbeat thread at all
+        pass
