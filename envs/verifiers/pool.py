@@ -319,9 +319,14 @@ class VerifierPool(abc.ABC):
 
     # -- the verdict cache (see verdict_cache.py) ---------------------------------------------
     def _settings(self) -> str:
-        """What besides the task and the proof decides a verdict here: the verifiers' settings."""
-        return repr((getattr(self, "_factory", None), sorted(getattr(self, "_verifier_kwargs", {}).items()),
-                     sorted((k, sorted(v.items())) for k, v in getattr(self, "_system_kwargs", {}).items())))
+        """What besides the task and the proof decides a verdict here: the verifiers' settings (fixed at
+        construction, so worked out once, on the first submit)."""
+        settings = getattr(self, "_settings_text", None)
+        if settings is None:
+            settings = self._settings_text = repr((
+                getattr(self, "_factory", None), sorted(getattr(self, "_verifier_kwargs", {}).items()),
+                sorted((k, sorted(v.items())) for k, v in getattr(self, "_system_kwargs", {}).items())))
+        return settings
 
     def _from_cache(self, rid: Any, task: Task, proof: str, future: Future[PoolResult]) -> bool:
         """Answer ``future`` from the cache, or make it wait for an identical running check: True if so.
