@@ -301,16 +301,11 @@ class PreparedRun:
 
 
 def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
-    """Construct (and close) each system's verifier here: a missing prover fails now, with what to install."""
-    from proofgym.envs.errors import VerifierError
-    from proofgym.envs.verifiers.base import make_verifier
+    """Construct (and close) each system's verifier here: a missing prover fails now, with what to install
+    (a VerifierError: `proofgym train` exits 3 for it, as the README says)."""
+    from proofgym.envs.verifiers.base import require_provers
 
-    for system in sorted(set(systems)):
-        kwargs = {"audit": audit} if audit and system == "coq" else {}
-        try:
-            make_verifier(system, **kwargs).close()
-        except VerifierError as exc:  # stays a VerifierError: `proofgym train` exits 3 for it, as the README says
-            raise type(exc)(f"the {system} verifier cannot run: {exc}") from None
+    require_provers(systems, {"coq": {"audit": audit}} if audit else None)
 
 
 def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:

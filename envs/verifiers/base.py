@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from proofgym.envs.errors import InvalidSubmission, TaskFormatError
+from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierError
 from proofgym.envs.types import CheckResult, Task
 
 #: Largest submission sent to a prover. Larger ones are rejected before any process starts.
@@ -115,15 +115,19 @@ def make_verifier(system: str, **kwargs: Any) -> Verifier:
     return verifier_class(system)(**kwargs)
 
 
-def require_provers(systems: Iterable[str]) -> None:
+def require_provers(systems: Iterable[str], system_kwargs: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Fail before a long run, not after it, when a system's prover is missing.
 
     Constructing a verifier finds its binaries (and starts no warm process), so this costs
     milliseconds; the exception's message names the missing binary and the apt package.
 
     Raises:
-        ProverNotFound: a system's prover (or the sandbox it needs) is not installed.
+        VerifierError: a system's prover (or the sandbox it needs) cannot run; the same class as the
+            verifier raised (``ProverNotFound`` for a missing binary), prefixed with the system.
         TaskFormatError: a system has no verifier.
     """
     for system in sorted(set(systems)):
-        make_verifier(system).close()
+        try:
+            make_verifier(system, **dict((system_kwargs or {}).get(system, {}))).close()
+        except VerifierError as exc:
+            raise type(exc)(f"the {system} verifier cannot run: {exc}") from None
