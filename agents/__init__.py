@@ -5,7 +5,7 @@
 - :mod:`~proofgym.agents.api`: OpenAI-compatible servers and Anthropic (``pip install 'proofgym[api]'``);
 - :mod:`~proofgym.agents.hf`: local checkpoints with ``transformers`` (``pip install 'proofgym[train]'``);
 - :mod:`~proofgym.agents.serve`: ``proofgym serve-model``, an OpenAI-compatible server for a checkpoint;
-- :mod:`~proofgym.agents.parsing`: from a reply to a proof (last fenced block, Unicode normalised);
+- :mod:`~proofgym.envs.parsing`: from a reply to a proof (last fenced block, Unicode normalised);
 - :mod:`~proofgym.agents.prompts`: prompt families per system; :mod:`~proofgym.agents.retrieval`: BM25;
 - :mod:`~proofgym.agents.strategies`: the seeds' harnesses (plain, Selene...) on any agent.
 
@@ -21,7 +21,7 @@ from proofgym.agents.base import (
     Request,
     SamplingParams,
 )
-from proofgym.agents.parsing import ParsedProof, parse_proof
+from proofgym.envs.parsing import ParsedProof, parse_proof
 from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
 
 __all__ = [

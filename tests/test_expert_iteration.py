@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from proofgym.agents.parsing import parse_proof, statement_to_strip  # noqa: E402
+from proofgym.envs.parsing import parse_proof, statement_to_strip  # noqa: E402
 from proofgym.envs.tasks.suites import load_tasks  # noqa: E402
 from proofgym.envs.types import CheckResult, Task, Verdict  # noqa: E402
 from proofgym.training.data import prompt_messages, reference_completion  # noqa: E402

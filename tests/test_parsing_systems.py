@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proofgym.agents.parsing import parse_proof, statement_to_strip
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.types import Task
 
 SPEC = "method Abs(x: int) returns (y: int)\n  ensures y >= 0"

@@ -12,7 +12,7 @@ trained on. Rows are conversational, in TRL's formats:
 
 - GRPO (prompt-only): ``prompt`` (chat messages), ``task_id``, ``system``;
 - SFT (prompt-completion): the same plus ``completion``, the reference proof as
-  the assistant's reply in a fenced block (the form :func:`~proofgym.agents.parsing.parse_proof` reads).
+  the assistant's reply in a fenced block (the form :func:`~proofgym.envs.parsing.parse_proof` reads).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
     reward(prompts, completions, completion_ids=None, *, task_id, **columns) -> list[float | None]
 
-It takes the proof out of each completion (:func:`~proofgym.agents.parsing.parse_proof`),
+It takes the proof out of each completion (:func:`~proofgym.envs.parsing.parse_proof`),
 checks the whole batch in parallel on a :class:`~proofgym.envs.verifiers.pool.VerifierPool`,
 and maps each verdict to a reward (:class:`~proofgym.envs.rewards.RewardMap`: OK 1,
 CHEATING -1, the rest 0). A harness failure (the verifier broke, a worker died) is
@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from proofgym.agents.parsing import parse_proof, statement_to_strip
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict

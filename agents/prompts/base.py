@@ -3,7 +3,7 @@
 A prompt family turns a task into chat messages (:meth:`PromptFamily.messages`)
 and a verifier's feedback into the next user turn (:meth:`PromptFamily.repair`).
 Every reply is asked for in one fenced code block, which
-:func:`proofgym.agents.parsing.parse_proof` takes out again.
+:func:`proofgym.envs.parsing.parse_proof` takes out again.
 """
 
 from __future__ import annotations

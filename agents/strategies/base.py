@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import Agent, Generation, Request
-from proofgym.agents.parsing import parse_proof, statement_to_strip
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.agents.prompts import prompts_for
 from proofgym.envs.types import Task
 

@@ -351,7 +351,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     # A model's reply may come as it was written (``proofgym check`` has no parser in front):
     # the reply parser's rules for fences and typographic look-alikes apply here too. What lies
     # outside the last fenced block is never run.
-    from proofgym.agents.parsing import last_code_block, normalize_unicode
+    from proofgym.envs.parsing import last_code_block, normalize_unicode
 
     notes: list[str] = []
     if _FENCE_LINE_RE.search(proof):

@@ -11,7 +11,7 @@ Endpoints (JSON in, JSON out):
   "parse": bool}]}`` (or a bare list) -> ``{"results": [...]}`` in input order. Each result has
   ``verdict`` and ``reward``, or ``verdict: null``, ``reward: null`` and ``harness_error`` when
   the verifier broke: a harness failure is never a score. ``task_id`` needs ``--suite``;
-  ``parse`` takes the proof out of a model reply (last code fence, see ``agents/parsing.py``).
+  ``parse`` takes the proof out of a model reply (last code fence, see ``envs/parsing.py``).
 - ``POST /reward``: OpenRLHF's remote reward model protocol: ``{"query": [...], "prompts": [...],
   "labels": [...]}`` with task ids as labels -> ``{"rewards": [...], "scores": [...], "extra_logs":
   {...}}``. A harness failure answers 503, which OpenRLHF retries, because it cannot take a
@@ -479,8 +479,8 @@ class VerifierService:
 
 
 def _parse_reply(text: str, task: Task) -> str:
-    """The proof in a model reply (last fenced block, statement copy removed); see ``agents/parsing.py``."""
-    from proofgym.agents.parsing import parse_proof, statement_to_strip
+    """The proof in a model reply (last fenced block, statement copy removed); see ``envs/parsing.py``."""
+    from proofgym.envs.parsing import parse_proof, statement_to_strip
 
     return parse_proof(text, statement=statement_to_strip(task)).proof
 
