@@ -36,7 +36,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,13 +260,17 @@ def extract_lemmas(path: Path, logical_prefix: str) -> list[ExtractedLemma]:
     return extract_from_source(Path(path).read_text(encoding="utf-8"), logical_prefix).lemmas
 
 
-def stdlib_root() -> Path:
-    """The installed stdlib's ``theories`` folder, from ``coqc -where``."""
+def coq_where() -> Path:
+    """The installed Coq's library folder (``coqc -where``): ``theories/`` and ``user-contrib/`` are in it."""
     coqc = shutil.which("coqc")
     if coqc is None:
         raise ProverNotFound("coqc not found on PATH; install Coq 8.16 (apt-get install coq) or pass root=")
-    where = subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    return Path(where) / "theories"
+    return Path(subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+
+
+def stdlib_root() -> Path:
+    """The installed stdlib's ``theories`` folder, from ``coqc -where``."""
+    return coq_where() / "theories"
 
 
 def lemma_to_task(
@@ -298,6 +302,69 @@ def lemma_to_task(
     )
 
 
+@dataclass(frozen=True)
+class SourceFile:
+    """One ``.v`` file to extract from, and the names its tasks get.
+
+    Attributes:
+        path: The file on disk.
+        rel_path: Its path as written into each task's ``metadata["file"]``.
+        logical: Its logical name under the load path, e.g. ``Coq.Lists.List`` or
+            ``stdpp.list``: the prefix of every lemma's ``qualid``.
+        id_stem: The dotted part of task ids after the suite's id prefix, e.g. ``Lists.List``.
+    """
+
+    path: Path
+    rel_path: str
+    logical: str
+    id_stem: str
+
+
+def extract_sources(
+    sources: Iterable[SourceFile],
+    *,
+    id_prefix: str,
+    stats: ExtractionStats | None = None,
+    progress: bool = False,
+    include_long: bool = False,
+    suite: str = SUITE_NAME,
+    timeout_s: float = 30.0,
+    description: str = "extracting",
+) -> tuple[list[Task], ExtractionStats]:
+    """Tasks for every lemma of ``sources``, in the order given, and the counts of the run.
+
+    Task ids are ``<id_prefix>.<id_stem>.<modules>.<name>``; a repeated id gets
+    ``.2``, ``.3``, ... A file that does not lex is recorded in
+    ``stats.files_skipped``, not raised. ``stats`` may carry counts from the
+    caller (e.g. files it excluded).
+    """
+    stats = ExtractionStats() if stats is None else stats
+    tasks: list[Task] = []
+    seen: Counter[str] = Counter()
+    files = list(sources)
+    with ProgressBar(description, len(files), enabled=progress) as bar:
+        for source in files:
+            bar.advance()
+            stats.files_scanned += 1
+            try:
+                found = extract_from_source(source.path.read_text(encoding="utf-8"), source.logical)
+            except (CoqLexError, UnicodeDecodeError) as exc:
+                stats.files_skipped[source.rel_path] = f"{type(exc).__name__}: {exc}"
+                continue
+            stats.excluded.update(found.excluded)
+            for lemma in found.lemmas:
+                stats.categories[lemma.category] += 1
+                if lemma.category == LONG and not include_long:
+                    continue
+                base = ".".join((id_prefix, source.id_stem, *lemma.modules, lemma.name))
+                seen[base] += 1
+                task_id = base if seen[base] == 1 else f"{base}.{seen[base]}"
+                stats.duplicate_ids += seen[base] > 1
+                tasks.append(lemma_to_task(lemma, task_id=task_id, rel_path=source.rel_path, suite=suite,
+                                           timeout_s=timeout_s))
+    return tasks, stats
+
+
 def extract_stdlib(
     root: Path | None = None,
     *,
@@ -324,32 +391,17 @@ def extract_stdlib(
         raise FileNotFoundError(f"Coq stdlib folder {root} does not exist; pass the `theories` folder of a Coq install")
     files = sorted(root.rglob("*.v"), key=lambda p: p.relative_to(root).as_posix())
     stats = ExtractionStats()
-    tasks: list[Task] = []
-    seen: Counter[str] = Counter()
-    for path in _maybe_track(files, progress, f"extracting {root}"):
+    sources: list[SourceFile] = []
+    for path in files:
         rel = path.relative_to(root)
-        rel_path = rel.as_posix()
         if rel.parts[0] in EXCLUDED_STDLIB_DIRS:
-            stats.files_excluded[rel_path] = f"under {rel.parts[0]}/"
+            stats.files_excluded[rel.as_posix()] = f"under {rel.parts[0]}/"
             continue
-        stats.files_scanned += 1
         dotted = ".".join((*rel.parts[:-1], rel.stem))
-        try:
-            found = extract_from_source(path.read_text(encoding="utf-8"), f"Coq.{dotted}")
-        except (CoqLexError, UnicodeDecodeError) as exc:
-            stats.files_skipped[rel_path] = f"{type(exc).__name__}: {exc}"
-            continue
-        stats.excluded.update(found.excluded)
-        for lemma in found.lemmas:
-            stats.categories[lemma.category] += 1
-            if lemma.category == LONG and not include_long:
-                continue
-            base = ".".join(("coq.stdlib", dotted, *lemma.modules, lemma.name))
-            seen[base] += 1
-            task_id = base if seen[base] == 1 else f"{base}.{seen[base]}"
-            stats.duplicate_ids += seen[base] > 1
-            tasks.append(lemma_to_task(lemma, task_id=task_id, rel_path=rel_path, suite=suite, timeout_s=timeout_s))
-    return tasks, stats
+        sources.append(SourceFile(path, rel.as_posix(), f"Coq.{dotted}", dotted))
+    return extract_sources(sources, id_prefix="coq.stdlib", stats=stats, progress=progress,
+                           include_long=include_long, suite=suite, timeout_s=timeout_s,
+                           description=f"extracting {root}")
 
 
 def sample_suite(
@@ -564,10 +616,3 @@ def _blank_comments(text: str) -> str:
         else:
             i += 1
     return "".join(out)
-
-
-def _maybe_track(items: list[Path], progress: bool, description: str) -> Iterator[Path]:
-    with ProgressBar(description, len(items), enabled=progress) as bar:
-        for item in items:
-            yield item
-            bar.advance()
