@@ -15,8 +15,8 @@ import functools
 import pytest
 
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.coq_lexer import split_sentences
-from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.lexer import split_sentences
+from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
 
 # -- fast tier: the normaliser alone ---------------------------------------------------------------
 

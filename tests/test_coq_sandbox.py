@@ -222,7 +222,7 @@ def test_layer2_write_outside_the_task_dir(verifier, plugin_dir, workdir, tmp_pa
 
 
 def test_layer2_connect_to_localhost(verifier, plugin_dir, workdir):
-    from proofgym.envs.verifiers.coqidetop import IdeTop
+    from proofgym.envs.verifiers.coq.idetop import IdeTop
     from proofgym.envs.verifiers.sandbox import Sandbox
 
     listener = _Listener()

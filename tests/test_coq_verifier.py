@@ -9,8 +9,8 @@ import pytest
 
 from proofgym.envs.types import ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.coq import CoqVerifier, audit_context, categorize, parse_assumptions
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
-from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
+from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
 from tests.conftest import requires_coq
 
 # -- fast tier: lexer, whitelist, parsers -----------------------------------------------------------
@@ -60,7 +60,7 @@ def test_parse_assumptions():
 
 
 def test_allow_list_matches_full_names_and_only_unique_short_ones():
-    from proofgym.envs.verifiers.coq import _disallowed, _session_name
+    from proofgym.envs.verifiers.coq.verifier import _disallowed, _session_name
 
     classic = "Coq.Logic.Classical_Prop.classic"
     env = frozenset({classic, _session_name("PG.ProofgymSubmission.M.classic"), "Coq.Logic.Eqdep.Eq_rect_eq.eq_rect_eq"})
@@ -184,7 +184,7 @@ def test_print_assumptions_is_skipped_only_when_the_environment_has_nothing_disa
 @requires_coq
 def test_audit_layer_catches_what_a_whitelist_hole_would_let_through(coq_verifier):
     """Defence in depth: feed the audit a proof the whitelist would never pass."""
-    from proofgym.envs.verifiers.coq_proof import NormalizedProof
+    from proofgym.envs.verifiers.coq.proof import NormalizedProof
 
     task = Task(id="audit", system="coq", context="Axiom declared : True.\n", statement="Lemma a : 1 = 1.",
                 reference_proof="reflexivity.", category="P1", timeout_s=20)

@@ -19,7 +19,7 @@ def test_dafny_program_keeps_its_header():
 
 def test_coq_reply_keeps_the_statement_for_the_verifier():
     # One rule for every path: the Coq verifier drops a repeated statement itself, in any layout.
-    from proofgym.envs.verifiers.coq_proof import normalize_proof
+    from proofgym.envs.verifiers.coq.proof import normalize_proof
 
     task = Task(id="c", system="coq", context="", statement="Lemma t : True.", reference_proof="exact I.",
                 category="P1", timeout_s=30)

@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 import proofgym  # noqa: F401 - registers the ids
 from proofgym.envs.tactic_env import TacticEnv, parse_action
 from proofgym.envs.types import CheckResult, Goal, Task, Verdict
-from proofgym.envs.verifiers.coq_tactic import _block_ends, localize
+from proofgym.envs.verifiers.coq.tactic import _block_ends, localize
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 from tests.conftest import requires_coq
 

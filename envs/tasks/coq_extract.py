@@ -3,7 +3,7 @@
 Selene (zhang2024selene) finds lemmas with a rough parser, drops long proofs and
 buckets the rest by proof length: P1 (one line), P2 (2-6 lines), P3 (7-20 lines).
 Here the parser is Coq's own sentence structure
-(:func:`proofgym.envs.verifiers.coq_lexer.split_sentences`), never a regular
+(:func:`proofgym.envs.verifiers.coq.lexer.split_sentences`), never a regular
 expression over raw text, so that comments, strings, bullets and braces cannot
 move a boundary.
 
@@ -43,7 +43,15 @@ from pathlib import Path
 from proofgym.envs.errors import ProverNotFound
 from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, split_sentences, strip_attributes
+from proofgym.envs.verifiers.coq.lexer import (
+    Block,
+    CoqLexError,
+    Sentence,
+    command_head,
+    is_block_command,
+    split_sentences,
+    update_blocks,
+)
 
 THEOREM_KEYWORDS = ("Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example")
 """Sentence heads that open a lemma. ``Definition``, ``Instance``, ``Fixpoint`` and ``Goal`` do not."""
@@ -71,20 +79,12 @@ SUITE_NAME = "coq-stdlib"
 EXCLUDED_STDLIB_DIRS = ("Compat",)
 """Stdlib folders left out: ``Compat`` holds version-compatibility shims, not mathematics."""
 
-# Prefixes that can stand before a theorem keyword or a module command. ``Program``
-# is recognised so that it can be excluded, not skipped.
-_MODIFIERS = ("Local", "Global", "Polymorphic", "Monomorphic", "Cumulative", "NonCumulative", "Private")
 _IDENT = r"[^\W\d][\w']*"
 _THEOREM_RE = re.compile(rf"({'|'.join(THEOREM_KEYWORDS)})\s+({_IDENT})")
-_SECTION_RE = re.compile(rf"Section\s+({_IDENT})\s*\.$")
-_MODULE_TYPE_RE = re.compile(rf"Module\s+Type\s+({_IDENT})(.*)$", re.S)
-_MODULE_RE = re.compile(rf"Module\s+(?:(?:Import|Export)(?:\s*\([^)]*\))?\s+)?({_IDENT})(.*)$", re.S)
-_END_RE = re.compile(rf"End\s+({_IDENT})\s*\.$")
 # ``Proof.``, ``Proof using ...``, ``Proof with ...`` open a proof; any other
 # ``Proof <term>.`` is a whole proof in one sentence.
 _PROOF_OPENER_RE = re.compile(r"Proof\s*(?:\.$|(?:using|with)\b)")
 _PROOF_TERM_RE = re.compile(r"Proof\b")
-_CONSTRAINT_RE = re.compile(r"\bwith\s+(?:Definition|Module)\s+[^:]*$")
 _WITH_TOKENS_RE = re.compile(r"\(|\)|\bmatch\b|\bend\b|\bwith\b")
 _STRING_RE = re.compile(r'"(?:[^"]|"")*"')
 
@@ -165,13 +165,6 @@ class ExtractionStats:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _Block:
-    kind: str  # "Section", "Module" or "Module Type"
-    name: str
-    functor: bool = False
-
-
 def count_proof_lines(proof: str) -> int:
     """The length of a proof in lines, as Selene's categories measure it.
 
@@ -213,7 +206,7 @@ def extract_from_source(src: str, logical_prefix: str) -> FileExtraction:
         CoqLexError: if the text does not split into sentences.
     """
     sentences = split_sentences(src)
-    blocks: list[_Block] = []
+    blocks: list[Block] = []
     lemmas: list[ExtractedLemma] = []
     excluded: Counter[str] = Counter()
     i = 0
@@ -222,8 +215,8 @@ def extract_from_source(src: str, logical_prefix: str) -> FileExtraction:
         if sentence.kind != "sentence":
             i += 1
             continue
-        head, attributes = _head(sentence.code)
-        if _update_blocks(blocks, head):
+        head, attributes = command_head(sentence.code)
+        if update_blocks(blocks, head):
             i += 1
             continue
         program = head.startswith("Program ") or "program" in attributes
@@ -439,57 +432,6 @@ def sample_suite(
 # --- parsing helpers -------------------------------------------------------------------------
 
 
-def _head(code: str) -> tuple[str, str]:
-    """``code`` without leading attributes and modifiers, and the attribute text."""
-    rest = strip_attributes(code)
-    attributes = code[: len(code) - len(rest)]
-    changed = True
-    while changed:
-        changed = False
-        for modifier in _MODIFIERS:
-            if rest.startswith(modifier + " "):
-                rest = rest[len(modifier) + 1 :].lstrip()
-                changed = True
-    return rest, attributes
-
-
-def _update_blocks(blocks: list[_Block], head: str) -> bool:
-    """Apply a Section/Module/End command to the block stack; False if ``head`` is none of them."""
-    m = _SECTION_RE.match(head)
-    if m:
-        blocks.append(_Block("Section", m.group(1)))
-        return True
-    m = _MODULE_TYPE_RE.match(head)
-    if m:
-        if not _defines_body(m.group(2)):
-            blocks.append(_Block("Module Type", m.group(1), functor=m.group(2).lstrip().startswith("(")))
-        return True
-    m = _MODULE_RE.match(head)
-    if m:
-        if not _defines_body(m.group(2)):
-            blocks.append(_Block("Module", m.group(1), functor=m.group(2).lstrip().startswith("(")))
-        return True
-    m = _END_RE.match(head)
-    if m:
-        for k in range(len(blocks) - 1, -1, -1):
-            if blocks[k].name == m.group(1):
-                del blocks[k:]
-                break
-        return True
-    return False
-
-
-def _defines_body(rest: str) -> bool:
-    """Whether a module command's tail has ``:= M`` (a definition, which opens no block).
-
-    A ``:=`` inside a ``with Module E := M``/``with Definition t := u`` constraint does not count.
-    """
-    for m in re.finditer(":=", rest):
-        if not _CONSTRAINT_RE.search(rest[: m.start()]):
-            return True
-    return False
-
-
 def _terminator(code: str) -> str | None:
     """The kind of proof terminator ``code`` is (``ok``/``admitted``/``aborted``), or None."""
     word = code.removesuffix(".").strip()
@@ -508,12 +450,10 @@ def _is_proof_opener(code: str) -> bool:
 
 def _starts_command(code: str) -> bool:
     """A sentence that cannot occur inside a proof: another lemma or a Section/Module/End."""
-    head, _ = _head(code)
+    head, _ = command_head(code)
     return bool(
         _THEOREM_RE.match(head.removeprefix("Program ").lstrip())
-        or _SECTION_RE.match(head)
-        or _MODULE_RE.match(head)
-        or _END_RE.match(head)
+        or is_block_command(head)
     )
 
 
@@ -561,7 +501,7 @@ def _make_lemma(
     i: int,
     end: int,
     match: re.Match[str],
-    blocks: list[_Block],
+    blocks: list[Block],
 ) -> ExtractedLemma:
     statement, first, last = sentences[i], sentences[i + 1], sentences[end]
     proof = src[first.start : last.end]

@@ -1,6 +1,6 @@
 """Turn a hostile Coq proof text into a whitelisted list of proof-mode sentences.
 
-The submission is cut with :func:`~proofgym.envs.verifiers.coq_lexer.iter_sentences`
+The submission is cut with :func:`~proofgym.envs.verifiers.coq.lexer.iter_sentences`
 and read in three parts.
 
 **Before the proof** (everything ahead of the first ``Proof`` sentence; without one,
@@ -57,7 +57,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, Sentence, iter_sentences, split_sentences, strip_comments
+from proofgym.envs.verifiers.coq.lexer import (
+    CoqLexError,
+    Sentence,
+    iter_sentences,
+    open_blocks,
+    split_sentences,
+    strip_comments,
+)
 
 # Tactic names that only ever mean "leave a hole".
 HOLE_TACTICS = frozenset({"admit", "give_up"})
@@ -747,8 +754,6 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
 
 
 def _open_blocks(context: str) -> list[tuple[str, str]]:
-    from proofgym.envs.verifiers.coq_lexer import open_blocks
-
     try:
         return open_blocks(context)
     except CoqLexError:

@@ -3,7 +3,7 @@
 How a check runs (see the README's "Coq verifier" section for the why):
 
 1. The submission is validated (size, text) and normalised by
-   :func:`~proofgym.envs.verifiers.coq_proof.normalize_proof`: proof-mode
+   :func:`~proofgym.envs.verifiers.coq.proof.normalize_proof`: proof-mode
    sentences only, every tactic parenthesised so Coq's parser must agree with our
    cut. Vernacular, holes and restarts are ``CHEATING`` before any prover runs;
    honest slips around the proof (a repeated statement, prose, a stray ``Require``)
@@ -45,9 +45,11 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, open_blocks, split_sentences
-from proofgym.envs.verifiers.coq_proof import STATEMENT_RE, NormalizedProof, ProofRejected, normalize_proof
-from proofgym.envs.verifiers.coqidetop import CallTimeout, IdeTop, ProcessDied, Reply
+from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
+from proofgym.envs.verifiers.coq.idetop import CallTimeout, IdeTop, ProcessDied, Reply
+from proofgym.envs.verifiers.coq.lexer import CoqLexError, command_head, open_blocks, split_sentences, update_blocks
+from proofgym.envs.verifiers.coq.proof import STATEMENT_RE, NormalizedProof, ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.tactic import CoqTacticSession, Localization, localize
 from proofgym.envs.verifiers.procfs import rss_bytes
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
 
@@ -57,10 +59,6 @@ HAMMER_PRELUDE = "From Hammer Require Import Tactics Hammer."
 
 #: Modules whose "axioms" are kernel primitives; never allowed unless a task lists them.
 PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "Int63", "Uint63", "PrimString")
-
-
-class ContextLoadError(TaskFormatError):
-    """The task's context or statement does not load in Coq: the task is broken, not the proof."""
 
 
 @dataclass(frozen=True)
@@ -113,23 +111,6 @@ def lemma_name(statement: str) -> str:
             f"{statement[:60]!r}"
         )
     return "Unnamed_thm" if m.group(1) == "Goal" else m.group(2)
-
-
-def categorize(message: str) -> ErrorCategory:
-    """Map a Coq error message to a repair category (Selene's undefined/logic split)."""
-    m = message.lower()
-    if "syntax error" in m or "lexer" in m or "unterminated" in m or "unexpected end of" in m:
-        return ErrorCategory.SYNTAX
-    if ("was not found in the current environment" in m or "unbound" in m or "not a defined object" in m
-            or ("no such" in m and "goal" not in m) or ("unknown" in m and "tactic" not in m)):
-        return ErrorCategory.UNDEFINED
-    if "timeout" in m or "interrupt" in m:
-        return ErrorCategory.TIMEOUT
-    if "out of memory" in m or "stack overflow" in m:
-        return ErrorCategory.RESOURCE
-    if ("has type" in m and "expected" in m) or "ill-typed" in m or "cannot be applied" in m:
-        return ErrorCategory.TYPE
-    return ErrorCategory.LOGIC
 
 
 def prover_version(coqc: str = "coqc") -> str:
@@ -229,18 +210,14 @@ class CoqVerifier(ProcessOwner):
             result = self._check(task, proof, audit)
         return replace(result, wall_s=time.monotonic() - start, prover_version=self.version)
 
-    def open(self, task: Task):
-        """A branching tactic session on ``task`` (its own prover process): see ``coq_tactic``."""
-        from proofgym.envs.verifiers.coq_tactic import CoqTacticSession
-
+    def open(self, task: Task) -> CoqTacticSession:
+        """A branching tactic session on ``task`` (its own prover process): see :mod:`.tactic`."""
         if task.system != "coq":
             raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
         return CoqTacticSession(self, self._with_prelude(task))
 
-    def localize(self, task: Task, proof: str):
-        """Cobblestone's fail-safe localization of ``proof`` (see ``coq_tactic.localize``)."""
-        from proofgym.envs.verifiers.coq_tactic import localize
-
+    def localize(self, task: Task, proof: str) -> Localization:
+        """Cobblestone's fail-safe localization of ``proof`` (see :func:`.tactic.localize`)."""
         with self.open(task) as session:
             return localize(session, proof)
 
@@ -773,13 +750,11 @@ def audit_context(context: str) -> tuple[str, str]:
     half-way: its signature is checked at ``End``. For the audit its header loses
     the signature, which changes nothing about the lemmas inside it.
     """
-    from proofgym.envs.tasks.coq_extract import _head, _update_blocks
-
     blocks: list = []
     headers: dict[int, object] = {}
     for s in split_sentences(context):
         before = len(blocks)
-        _update_blocks(blocks, _head(s.code)[0])
+        update_blocks(blocks, command_head(s.code)[0])
         if len(blocks) > before:
             headers[len(blocks) - 1] = s
         for k in list(headers):

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.coq_lexer import CoqLexError, split_sentences
-from proofgym.envs.verifiers.coq_proof import ProofRejected, normalize_proof
-from proofgym.envs.verifiers.coqidetop import CallTimeout, GoalSnapshot, IdeTop, ProcessDied
+from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
+from proofgym.envs.verifiers.coq.idetop import CallTimeout, GoalSnapshot, IdeTop, ProcessDied
+from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
+from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 
 ADMIT = "admit."
@@ -67,16 +68,12 @@ class CoqTacticSession:
         try:
             sentences = split_sentences(self.task.context)
         except CoqLexError as exc:
-            from proofgym.envs.verifiers.coq import ContextLoadError
-
             raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
         self.verifier._load(ide, ide.root_state, sentences, self.task.context)  # noqa: SLF001
         base = self.verifier._last_state  # noqa: SLF001
         sid, reply = ide.add(self.task.statement, base, timeout_s=60)
         snap, reply2 = ide.goal_snapshot(timeout_s=max(60.0, self.task.timeout_s))
         if sid is None or snap is None:
-            from proofgym.envs.verifiers.coq import ContextLoadError
-
             raise ContextLoadError(f"task statement fails in Coq: {reply.error or reply2.error}")
         if not self._nodes:
             state = self._make_state(snap)
@@ -207,8 +204,6 @@ class CoqTacticSession:
                 if snap is None:
                     error = reply.error or "the tactic left proof mode"
                     self._ide.edit_at(anchor, timeout_s=30)
-                    from proofgym.envs.verifiers.coq import categorize
-
                     category = categorize(error)
                     if category in (ErrorCategory.SYNTAX, ErrorCategory.TIMEOUT):
                         category = ErrorCategory.LOGIC

@@ -181,11 +181,9 @@ def open_blocks(src: str) -> list[tuple[str, str]]:
     Handles ``Module Import M.``, ``Module X := M.`` (a definition, no block) and
     ``Module M <: S with Module E := P.`` (a block despite the ``:=``).
     """
-    from proofgym.envs.tasks.coq_extract import _head, _update_blocks  # one block tracker for the project
-
-    blocks: list = []
+    blocks: list[Block] = []
     for s in split_sentences(src):
-        _update_blocks(blocks, _head(s.code)[0])
+        update_blocks(blocks, command_head(s.code)[0])
     return [(b.kind, b.name) for b in blocks]
 
 
@@ -206,3 +204,82 @@ def strip_attributes(code: str) -> str:
             return code
     return code
 
+
+# --- Section/Module blocks -------------------------------------------------------------------
+# One block tracker for the project: the verifier (open_blocks, audit_context) and the stdlib
+# extractor (envs/tasks/coq_extract.py) must agree on what a context leaves open.
+
+#: Prefixes that can stand before a theorem keyword or a module command. ``Program`` is not one:
+#: the extractor recognises it so that it can be excluded, not skipped.
+MODIFIERS = ("Local", "Global", "Polymorphic", "Monomorphic", "Cumulative", "NonCumulative", "Private")
+IDENT = r"[^\W\d][\w']*"
+_SECTION_RE = re.compile(rf"Section\s+({IDENT})\s*\.$")
+_MODULE_TYPE_RE = re.compile(rf"Module\s+Type\s+({IDENT})(.*)$", re.S)
+_MODULE_RE = re.compile(rf"Module\s+(?:(?:Import|Export)(?:\s*\([^)]*\))?\s+)?({IDENT})(.*)$", re.S)
+_END_RE = re.compile(rf"End\s+({IDENT})\s*\.$")
+_CONSTRAINT_RE = re.compile(r"\bwith\s+(?:Definition|Module)\s+[^:]*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """An open Section or Module: ``kind`` is "Section", "Module" or "Module Type"."""
+
+    kind: str
+    name: str
+    functor: bool = False
+
+
+def command_head(code: str) -> tuple[str, str]:
+    """``code`` without leading attributes and modifiers, and the attribute text."""
+    rest = strip_attributes(code)
+    attributes = code[: len(code) - len(rest)]
+    changed = True
+    while changed:
+        changed = False
+        for modifier in MODIFIERS:
+            if rest.startswith(modifier + " "):
+                rest = rest[len(modifier) + 1 :].lstrip()
+                changed = True
+    return rest, attributes
+
+
+def is_block_command(head: str) -> bool:
+    """Whether ``head`` (a :func:`command_head`) is a Section, Module (Type) or End command."""
+    return bool(_SECTION_RE.match(head) or _MODULE_RE.match(head) or _END_RE.match(head))
+
+
+def update_blocks(blocks: list[Block], head: str) -> bool:
+    """Apply a Section/Module/End command to the block stack; False if ``head`` is none of them."""
+    m = _SECTION_RE.match(head)
+    if m:
+        blocks.append(Block("Section", m.group(1)))
+        return True
+    m = _MODULE_TYPE_RE.match(head)
+    if m:
+        if not _defines_body(m.group(2)):
+            blocks.append(Block("Module Type", m.group(1), functor=m.group(2).lstrip().startswith("(")))
+        return True
+    m = _MODULE_RE.match(head)
+    if m:
+        if not _defines_body(m.group(2)):
+            blocks.append(Block("Module", m.group(1), functor=m.group(2).lstrip().startswith("(")))
+        return True
+    m = _END_RE.match(head)
+    if m:
+        for k in range(len(blocks) - 1, -1, -1):
+            if blocks[k].name == m.group(1):
+                del blocks[k:]
+                break
+        return True
+    return False
+
+
+def _defines_body(rest: str) -> bool:
+    """Whether a module command's tail has ``:= M`` (a definition, which opens no block).
+
+    A ``:=`` inside a ``with Module E := M``/``with Definition t := u`` constraint does not count.
+    """
+    for m in re.finditer(":=", rest):
+        if not _CONSTRAINT_RE.search(rest[: m.start()]):
+            return True
+    return False
