@@ -23,8 +23,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -344,24 +342,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from proofgym.envs.errors import ProofgymError
-    from proofgym.envs.tasks.build import build_coq_stdlib
+    from proofgym.envs.systems import buildable_suites
 
-    if args.name == "hol-light":
-        from proofgym.envs.tasks.hol_build import build_hol_light
-
-        try:
-            hol_report = build_hol_light(out=Path(args.out) if args.out else None, workers=args.workers,
-                                         validate=not args.no_validate, limit=args.limit or None,
-                                         progress=not args.no_progress)
-        except ProofgymError as exc:
-            return _die(EXIT_VERIFIER, str(exc))
-        print(hol_report.render())
-        return 0
-    if args.name != "coq-stdlib":
-        return _die(EXIT_BAD_INPUT, f"unknown suite {args.name!r}; buildable here: coq-stdlib, hol-light")
+    builds = buildable_suites()
+    if args.name not in builds:
+        return _die(EXIT_BAD_INPUT, f"unknown suite {args.name!r}; buildable here: {', '.join(builds)}")
+    options: dict[str, Any] = {"out": Path(args.out) if args.out else None, "workers": args.workers,
+                               "validate": not args.no_validate, "progress": not args.no_progress}
+    if args.name == "hol-light":  # its builder takes no seed (the suite is every theorem) and None for no limit
+        options["limit"] = args.limit or None
+    else:
+        options.update(seed=args.seed, limit=args.limit)
     try:
-        report = build_coq_stdlib(out=Path(args.out) if args.out else None, seed=args.seed, workers=args.workers,
-                                  validate=not args.no_validate, limit=args.limit, progress=not args.no_progress)
+        report = builds[args.name].builder(args.name)(**options)
     except ProofgymError as exc:
         return _die(EXIT_VERIFIER, str(exc))
     print(report.render())
@@ -483,43 +476,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     return run(args.algo, args.args)
 
 
-def _version(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return "present, but did not answer --version"
-    text = (out.stdout + out.stderr).strip().splitlines()
-    return text[0] if text else "present"
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from proofgym.envs.systems import SANDBOX_PROBE, SPECS, wired_systems
     from proofgym.envs.verifiers.sandbox import bwrap_available
 
-    rows = [
-        ("coq", "coqc", _version(["coqc", "--version"]), "apt-get install coq"),
-        ("coq", "coqidetop.opt", "present" if shutil.which("coqidetop.opt") else None, "apt-get install coq"),
-        ("coq", "coqchk", "present" if shutil.which("coqchk") else None, "apt-get install coq"),
-        ("coq", "CoqHammer", "present" if Path("/usr/libexec/coq-hammer").exists() else None,
-         "apt-get install libcoq-hammer"),
-        ("hol_light", "hol-light", "present" if shutil.which("hol-light") or Path("/usr/share/hol-light").exists()
-         else None, "apt-get install hol-light libnum-ocaml-dev"),
-        ("dafny", "dafny", _version(["dafny", "/version"]), "apt-get install dafny z3"),
-        ("isabelle", "isabelle", _version(["isabelle", "version"]), "install Isabelle from its site (optional)"),
-        ("sandbox", "bwrap", "works" if bwrap_available() else None, "apt-get install bubblewrap"),
-    ]
+    rows = [(spec.name, probe.tool, probe.status(), probe.install) for spec in SPECS.values() for probe in spec.probes]
+    rows.append(("sandbox", SANDBOX_PROBE.tool, "works" if bwrap_available() else None, SANDBOX_PROBE.install))
     table = Table(title="proofgym doctor")
     for col in ("system", "tool", "status", "to install"):
         table.add_column(col)
     for system, tool, status, install in rows:
         table.add_row(system, tool, f"[green]{status}[/]" if status else "[red]missing[/]", "" if status else install)
     Console().print(table)
-    wired = {"coq", "hol_light", "dafny"}
-    print(f"verifiers wired in this version: {', '.join(sorted(wired))}")
+    print(f"verifiers wired in this version: {', '.join(wired_systems())}")
     return 0
 
 

@@ -30,6 +30,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from proofgym.envs.systems import SPECS
+
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE_RE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*$", re.M)
 
@@ -104,7 +106,9 @@ def statement_to_strip(task: Any) -> str:
     repeated statement itself (in any layout, under another name), so the parser leaves
     it to that one rule.
     """
-    return "" if getattr(task, "system", "") in ("dafny", "coq") else getattr(task, "statement", "")
+    known = SPECS.get(getattr(task, "system", ""))
+    strips = known.parser_strips_statement if known is not None else True
+    return getattr(task, "statement", "") if strips else ""
 
 
 def parse_proof(reply: str, *, statement: str = "") -> ParsedProof:

@@ -15,8 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from proofgym.envs.errors import TaskFormatError, TaskTooLarge
-
-SYSTEMS = ("coq", "hol_light", "dafny", "isabelle")
+from proofgym.envs.systems import SYSTEM_NAMES as SYSTEMS  # the systems a task may name (envs/systems.py)
 
 REQUIRED_TASK_KEYS = ("id", "system", "context", "statement", "reference_proof", "category", "timeout_s")
 

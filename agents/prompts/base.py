@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from proofgym.agents.base import Message
+from proofgym.envs.systems import SPECS
 from proofgym.envs.types import Task
 
 
@@ -25,26 +26,12 @@ class SystemInfo:
     forbidden: str
 
 
-SYSTEMS: dict[str, SystemInfo] = {
-    "coq": SystemInfo("Coq", "coq", "the proof script that follows the statement, from `Proof.` to `Qed.`",
-                      "`Admitted`, `admit`, `Abort`, new axioms or any other vernacular command"),
-    "hol_light": SystemInfo("HOL Light", "ocaml",
-                            "one OCaml expression of type `tactic` (for example `ARITH_TAC` or "
-                            "`REWRITE_TAC[ADD_SYM] THEN ARITH_TAC`)",
-                            "`CHEAT_TAC`, `mk_thm`, `new_axiom` and anything outside tactics"),
-    "dafny": SystemInfo("Dafny", "dafny",
-                        "the complete program: the given signatures and specifications, unchanged, "
-                        "with bodies, loop invariants and proofs",
-                        "`assume`, `{:axiom}`, `{:verify false}`, `{:extern}` and bodyless lemmas or methods"),
-    "isabelle": SystemInfo("Isabelle", "isabelle",
-                           "the proof that follows the statement (`by ...`, `apply ... done` or `proof ... qed`)",
-                           "`sorry`, `oops` and new axioms"),
-}
-
-
 def system_info(system: str) -> SystemInfo:
-    return SYSTEMS.get(system) or SystemInfo(system, system, "the proof that follows the statement",
-                                             "placeholders and new axioms")
+    """The prompt's view of ``system``'s spec (:mod:`proofgym.envs.systems`); generic words for an unknown one."""
+    known = SPECS.get(system)
+    if known is None:
+        return SystemInfo(system, system, "the proof that follows the statement", "placeholders and new axioms")
+    return SystemInfo(known.display, known.fence, known.answer, known.forbidden)
 
 
 def fenced(code: str, lang: str) -> str:

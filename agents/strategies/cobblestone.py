@@ -27,14 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers import coq_tactic, hol_tactic
 
-#: Hammer tactics tried first (on the whole goal, then on every hole), per system.
-HAMMER_TACTICS: dict[str, tuple[str, ...]] = {
-    "coq": ("sauto.",),  # needs the verifier's HAMMER_PRELUDE
-    "hol_light": ("MESON_TAC[]", "ARITH_TAC", "ASM_MESON_TAC[]"),
-}
+#: Hammer tactics tried first (on the whole goal, then on every hole), per system: each spec's ``hammers``.
+HAMMER_TACTICS: dict[str, tuple[str, ...]] = {name: s.hammers for name, s in SPECS.items() if s.hammers}
 
 
 @dataclass(frozen=True)

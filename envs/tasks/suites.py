@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError
+from proofgym.envs.systems import buildable_suites
 from proofgym.envs.types import Task
 
 SUITE_SUFFIXES = (".jsonl", ".json")
-BUILDABLE_SUITES = ("coq-stdlib", "hol-light")  # what `proofgym build NAME` makes
+BUILDABLE_SUITES = tuple(buildable_suites())  # what `proofgym build NAME` makes (envs/systems.py)
 _PACKAGED_DIR = Path(__file__).resolve().parent / "data"
 
 

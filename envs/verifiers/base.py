@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierError
+from proofgym.envs.systems import SPECS, wired_systems
 from proofgym.envs.types import CheckResult, Task
 
 #: Largest submission sent to a prover. Larger ones are rejected before any process starts.
@@ -91,23 +91,11 @@ def validate_submission(proof: Any, *, max_bytes: int = MAX_PROOF_BYTES) -> str:
     return proof
 
 
-_VERIFIERS = {
-    "coq": "proofgym.envs.verifiers.coq:CoqVerifier",
-    "dafny": "proofgym.envs.verifiers.dafny:DafnyVerifier",
-    "hol_light": "proofgym.envs.verifiers.hol_light:HolLightVerifier",
-}
-
-
 def verifier_class(system: str) -> type:
-    """The verifier class for ``system`` (imported lazily)."""
-    try:
-        target = _VERIFIERS[system]
-    except KeyError:
-        raise TaskFormatError(
-            f"no verifier for system {system!r} yet; available: {', '.join(sorted(_VERIFIERS))}"
-        ) from None
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    """The verifier class for ``system`` (imported lazily; the registry is :mod:`proofgym.envs.systems`)."""
+    if system not in SPECS:
+        raise TaskFormatError(f"no verifier for system {system!r} yet; available: {', '.join(wired_systems())}")
+    return SPECS[system].verifier_class()
 
 
 def make_verifier(system: str, **kwargs: Any) -> Verifier:

@@ -79,6 +79,7 @@ from typing import Any
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError, VerifierCrashed, VerifierError
 from proofgym.envs.rewards import RewardMap
+from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.procfs import tree_cpu_s
 from proofgym.envs.verifiers.verdict_cache import (
@@ -224,7 +225,8 @@ def routing_key(task: Task) -> str:
     the context.
     """
     source = task.metadata.get("file")
-    if source:
+    known = SPECS.get(task.system)
+    if source and known is not None and known.session_per_file:
         return f"{task.system}:file:{source}"
     digest = hashlib.blake2b(task.context.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
     return f"{task.system}:{task.metadata.get('base', '')}:{digest}"
