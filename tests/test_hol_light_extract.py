@@ -16,7 +16,8 @@ from proofgym.envs.tasks.hol_extract import (
     split_phrases,
 )
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.hol_light import _HolSandbox, _ocaml_string, context_key, goal_text
+from proofgym.envs.verifiers.hol_light.proof import goal_text
+from proofgym.envs.verifiers.hol_light.verifier import _HolSandbox, _ocaml_string, context_key
 
 SOURCE = """\
 (* A file in the style of HOL Light's library. ;; inside a comment *)

@@ -9,7 +9,8 @@ import pytest
 
 from proofgym.envs.errors import InvalidSubmission, VerifierCrashed
 from proofgym.envs.types import Goal
-from proofgym.envs.verifiers.hol_light import _parse_goals, normalize_proof
+from proofgym.envs.verifiers.hol_light.proof import normalize_proof
+from proofgym.envs.verifiers.hol_light.verifier import _parse_goals
 
 FOLD = "(fun gl -> List.fold_left (fun gs step -> step gs) (mk_goalstate gl) [{}])"
 

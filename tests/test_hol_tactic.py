@@ -15,7 +15,7 @@ from proofgym.agents.strategies.cobblestone import Cobblestone, CobblestoneConfi
 from proofgym.agents.symbolic import SymbolicAgent
 from proofgym.envs.types import Goal, Task, Verdict
 from proofgym.envs.verifiers.hol_light import hol_light_installed
-from proofgym.envs.verifiers.hol_tactic import (
+from proofgym.envs.verifiers.hol_light.tactic import (
     Atom,
     ProofTree,
     TacticSyntaxError,

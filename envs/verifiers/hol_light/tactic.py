@@ -53,16 +53,13 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from proofgym.envs.errors import InvalidSubmission, VerifierCrashed
-from proofgym.envs.tasks.hol_extract import skip_comment, skip_string
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.hol_light import normalize_proof
+from proofgym.envs.verifiers.base import Verifier
+from proofgym.envs.verifiers.hol_light.lexer import skip_comment, skip_string
+from proofgym.envs.verifiers.hol_light.proof import normalize_proof
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
-
-if TYPE_CHECKING:
-    from proofgym.envs.verifiers.hol_light import HolLightVerifier
 
 OPEN_GOAL = "ALL_TAC"
 
@@ -408,7 +405,7 @@ class HolTacticSession:
     It owns no process: every step is one ``verifier.check`` on the verifier's warm server.
     """
 
-    def __init__(self, verifier: HolLightVerifier, task: Task) -> None:
+    def __init__(self, verifier: Verifier, task: Task) -> None:  # a HolLightVerifier: only its check
         self.verifier = verifier
         self.task = task
         self._nodes: dict[int, _Node] = {}
