@@ -33,7 +33,7 @@ from proofgym.envs.tasks.dafny_nl import build_tasks
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.dafny import DafnyVerifier, dafny_available
-from proofgym.envs.verifiers.dafny_output import parse_output, taxonomy_coverage
+from proofgym.envs.verifiers.dafny.output import parse_output, taxonomy_coverage
 
 
 def broken(task: Task) -> str:

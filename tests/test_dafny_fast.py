@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proofgym.envs.types import ErrorCategory
-from proofgym.envs.verifiers.dafny_integrity import (
+from proofgym.envs.verifiers.dafny.integrity import (
     banned_constructs,
     impl_matches,
     pair_implementations,
@@ -14,8 +14,8 @@ from proofgym.envs.verifiers.dafny_integrity import (
     split_header,
     top_level_decls,
 )
-from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, attribute_spans, tokenize
-from proofgym.envs.verifiers.dafny_output import (
+from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, attribute_spans, tokenize
+from proofgym.envs.verifiers.dafny.output import (
     categorize,
     parse_output,
     parse_summary,
@@ -218,7 +218,7 @@ def test_zero_shot_dafny_prompts_ask_for_the_whole_program() -> None:
 
 
 def test_normalize_source_makes_cr_crlf_and_bom_lf() -> None:
-    from proofgym.envs.verifiers.dafny_lexer import normalize_source
+    from proofgym.envs.verifiers.dafny.lexer import normalize_source
 
     assert normalize_source("\ufeffa\r\nb\rc\nd\r\r\n") == "a\nb\nc\nd\n\n"
     assert normalize_source("plain\n") == "plain\n"
@@ -246,7 +246,7 @@ def test_bom_is_skipped_and_columns_start_after_it() -> None:
 
 
 def test_module_scopes() -> None:
-    from proofgym.envs.verifiers.dafny_integrity import module_scopes
+    from proofgym.envs.verifiers.dafny.integrity import module_scopes
 
     tokens = tokenize("abstract module A { lemma L() }\nmodule {:options \"x\"} B refines A { }\nmodule O { module I { } }")
     scopes = {m.name: m for m in module_scopes(tokens)}
@@ -255,7 +255,7 @@ def test_module_scopes() -> None:
 
 
 def test_boogie_names_map_back_to_dafny_keys() -> None:
-    from proofgym.envs.verifiers.dafny_integrity import boogie_key, sanitize, unsanitize
+    from proofgym.envs.verifiers.dafny.integrity import boogie_key, sanitize, unsanitize
 
     for name in ("is_sorted", "x'", "P?", "L#", "a__b"):
         assert unsanitize(sanitize(name)) == name
@@ -280,7 +280,7 @@ implementation Impl$$_module.__default.Use()
 def test_boogie_view_finds_a_body_that_is_never_verified() -> None:
     """Dafny 2.3 declares ``Impl$$`` for an iterator with an empty body but gives it no
     implementation: the obligation is dropped, and only the translation shows it."""
-    from proofgym.envs.verifiers.dafny_integrity import Declarations, boogie_findings, boogie_unverified, parse_boogie
+    from proofgym.envs.verifiers.dafny.integrity import Declarations, boogie_findings, boogie_unverified, parse_boogie
 
     view = parse_boogie(BPL)
     assert view.implementations == ("Impl$$_module.__default.Use",)
@@ -302,7 +302,7 @@ def _symbols(*rows: tuple) -> list:
 
 
 def test_classify_fails_closed_on_what_it_cannot_place() -> None:
-    from proofgym.envs.verifiers.dafny_integrity import Anchor, classify_declarations
+    from proofgym.envs.verifiers.dafny.integrity import Anchor, classify_declarations
 
     tokens = tokenize("lemma L()\n  ensures true\n{\n}\n")
     symbols = _symbols(("Method", "_module", "_default", "L", 1, 7, 4, 1),
@@ -314,7 +314,7 @@ def test_classify_fails_closed_on_what_it_cannot_place() -> None:
 
 
 def test_classify_bodyless_iterator_trait_obligation_and_marks() -> None:
-    from proofgym.envs.verifiers.dafny_integrity import Anchor, classify_declarations, mark_axioms
+    from proofgym.envs.verifiers.dafny.integrity import Anchor, classify_declarations, mark_axioms
 
     text = ("iterator It() yields (x: int)\n"
             "trait T { method M() ensures true }\n"
@@ -341,7 +341,7 @@ def test_classify_bodyless_iterator_trait_obligation_and_marks() -> None:
 def test_boogie_view_knows_a_body_with_nothing_to_prove() -> None:
     """No implementation and only ``free ensures``: Dafny had nothing to check (a helper with no
     postcondition and no check in its body); a checked ``ensures`` makes the same gap a dropped one."""
-    from proofgym.envs.verifiers.dafny_integrity import boogie_unverified, parse_boogie
+    from proofgym.envs.verifiers.dafny.integrity import boogie_unverified, parse_boogie
 
     free = ("procedure Impl$$_module.__default.Inc(x#0: int) returns (y#0: int);\n  modifies $Heap;\n"
             "  free ensures $HeapSucc(old($Heap), $Heap);\n\n")

@@ -231,7 +231,7 @@ def test_at_least_thirty_distinct_cheats() -> None:
 
 def test_rlimit_trap_is_refused_even_without_the_attribute_ban() -> None:
     """Second layer: with the ban bypassed, the dropped obligation still breaks the one-to-one count."""
-    from proofgym.envs.verifiers.dafny_integrity import pair_implementations, parse_symbols
+    from proofgym.envs.verifiers.dafny.integrity import pair_implementations, parse_symbols
 
     symbols = parse_symbols('SYMBOLS_START [{"SymbolType": "Method", "Module": "_module", "ParentClass": "_default", '
                             '"Name": "Helper", "Line": 1, "Column": 19, "EndLine": 4, "EndColumn": 1}, '
@@ -245,7 +245,7 @@ def test_rlimit_trap_is_refused_even_without_the_attribute_ban() -> None:
 def test_rlimit_trap_end_to_end_with_the_ban_lifted(monkeypatch: pytest.MonkeyPatch) -> None:
     """With {:rlimit} allowed on purpose, z3 gives up on the helper: never OK (the server dies on it
     with the pinned z3, and the fresh CLI run that replaces it reports the failure)."""
-    from proofgym.envs.verifiers import dafny_integrity
+    from proofgym.envs.verifiers.dafny import integrity as dafny_integrity
 
     monkeypatch.setattr(dafny_integrity, "ALLOWED_ATTRIBUTES", dafny_integrity.ALLOWED_ATTRIBUTES | {"rlimit"})
     program = "lemma {:rlimit 1} Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n{\n  Helper();\n}\n"

@@ -238,7 +238,7 @@ def test_evaluation_strategy_takes_the_same_decisions() -> None:
 
 
 def test_infer_spec_is_checked_by_resolution() -> None:
-    from proofgym.envs.verifiers.dafny_output import DafnyOutput, Diagnostic
+    from proofgym.envs.verifiers.dafny.output import DafnyOutput, Diagnostic
 
     class Resolver:
         def __init__(self, ok: bool) -> None:

@@ -193,7 +193,7 @@ def extract_program(text: str) -> str:
 
 def braces_balanced(program: str) -> bool:
     """Whether ``{``/``}``, ``(``/``)`` and ``[``/``]`` match outside comments and strings."""
-    from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, tokenize
+    from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
 
     try:
         tokens = tokenize(program)

@@ -164,7 +164,7 @@ def declaration_has_loop(program: str, line: int | None) -> bool:
     Reads tokens only (no prover): from the last ``method``/``lemma``/``constructor`` keyword at or
     before ``line`` to the next declaration keyword.
     """
-    from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, tokenize
+    from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
 
     if line is None:
         return False

@@ -68,7 +68,7 @@ def assume_false_variant(task: Task, verifier: Any) -> str:
     bodies; when a task has no method or lemma to gut, an ``assume false`` lemma that proves
     ``false`` is added instead.
     """
-    from proofgym.envs.verifiers.dafny_integrity import declaration_views
+    from proofgym.envs.verifiers.dafny.integrity import declaration_views
 
     program = task.reference_proof
     symbols = verifier.symbols(program)

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from proofgym.envs.verifiers.dafny_lexer import (
+from proofgym.envs.verifiers.dafny.lexer import (
     CLAUSE_KEYWORDS,
     Token,
     attribute_spans,

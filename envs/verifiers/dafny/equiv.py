@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.dafny_integrity import Target, trusted_ranges
-from proofgym.envs.verifiers.dafny_lexer import CLAUSE_KEYWORDS, matching_close, tokenize
+from proofgym.envs.verifiers.dafny.integrity import Target, trusted_ranges
+from proofgym.envs.verifiers.dafny.lexer import CLAUSE_KEYWORDS, matching_close, tokenize
 
 __all__ = ["LEMMA_NOTE", "EquivalenceResult", "equivalence_program"]
 

@@ -9,7 +9,7 @@ scanner: nested ``/* */`` comments, ``//`` comments, ``"..."`` strings with esca
 contain ``'``, ``_`` and ``?``, and the multi-character operators.
 
 What has a body and what was verified is decided from Dafny's own output (symbols and trace),
-see :mod:`proofgym.envs.verifiers.dafny_integrity`; this module only finds tokens and spans.
+see :mod:`proofgym.envs.verifiers.dafny.integrity`; this module only finds tokens and spans.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 How a check runs (the README's "Dafny verifier" section says why):
 
-0. Every text is normalised first (:func:`~proofgym.envs.verifiers.dafny_lexer.normalize_source`:
+0. Every text is normalised first (:func:`~proofgym.envs.verifiers.dafny.lexer.normalize_source`:
    CRLF and lone CR become LF, a BOM is dropped), so the program Dafny checks and the one proofgym
    reads are the same, and a CR-only, CRLF or BOM file gets its LF twin's verdict.
 1. The submission (a whole program) is validated and cut into tokens. Cheats that Dafny would not
@@ -10,7 +10,7 @@ How a check runs (the README's "Dafny verifier" section says why):
    ``{:axiom}``, ``{:extern}``, ``{:rlimit N}``...), ``decreases *``, ``include`` -- are CHEATING
    before any prover runs, as is a context declaration that is missing or changed.
 2. Dafny's ``symbols`` answer gives every declaration; each one is classified
-   (:func:`~proofgym.envs.verifiers.dafny_integrity.classify_declarations`): a method, lemma,
+   (:func:`~proofgym.envs.verifiers.dafny.integrity.classify_declarations`): a method, lemma,
    constructor, function, predicate or iterator without a body is CHEATING unless it is the task's
    own trusted declaration or an abstract member that is an obligation (a trait's, implemented by
    every class that extends it; an abstract module's, given a body where it is refined). What cannot
@@ -26,7 +26,7 @@ How a check runs (the README's "Dafny verifier" section says why):
 4. Dafny's own view decides the rest: the trace gives the outcome of every Boogie implementation.
    OK needs no error, every outcome ``verified``, the verified ``Impl$$`` implementations paired
    one-to-one with the declarations that have bodies (the ``{:rlimit}`` trap drops one silently),
-   unchanged statement headers and kept context (:mod:`~proofgym.envs.verifiers.dafny_integrity`).
+   unchanged statement headers and kept context (:mod:`~proofgym.envs.verifiers.dafny.integrity`).
 5. On every OK candidate, Dafny's Boogie translation (``/noVerify /print``, no prover) is read: no
    bodyless procedure or function outside what step 2 allows, every implementation verified, no
    ``Impl$$`` procedure left without an implementation where there is something to prove.
@@ -57,8 +57,8 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
-from proofgym.envs.verifiers.dafny_equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
-from proofgym.envs.verifiers.dafny_integrity import (
+from proofgym.envs.verifiers.dafny.equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
+from proofgym.envs.verifiers.dafny.integrity import (
     AXIOM_MARK,
     Anchor,
     BoogieView,
@@ -79,9 +79,9 @@ from proofgym.envs.verifiers.dafny_integrity import (
     sanitize,
     trusted_ranges,
 )
-from proofgym.envs.verifiers.dafny_lexer import DafnyLexError, Token, normalize_source, tokenize
-from proofgym.envs.verifiers.dafny_output import DafnyOutput, parse_output, primary_category
-from proofgym.envs.verifiers.dafny_server import DafnyServer, ServerDied, ServerTimeout
+from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, Token, normalize_source, tokenize
+from proofgym.envs.verifiers.dafny.output import DafnyOutput, parse_output, primary_category
+from proofgym.envs.verifiers.dafny.server import DafnyServer, ServerDied, ServerTimeout
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
 
 __all__ = ["DafnyConfig", "DafnyVerifier", "dafny_available", "find_z3"]
@@ -286,7 +286,7 @@ class DafnyVerifier(ProcessOwner):
         """Whether the verified ``program`` behaves like the task's reference (SkillForge's ER).
 
         ``result`` is the program's :meth:`check` result when the caller already has it. See
-        :mod:`~proofgym.envs.verifiers.dafny_equiv` for the wrapper program that Dafny verifies.
+        :mod:`~proofgym.envs.verifiers.dafny.equiv` for the wrapper program that Dafny verifies.
         """
         program = normalize_source(program)
         result = result if result is not None else self.check(task, program)
