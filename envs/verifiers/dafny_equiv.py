@@ -1,0 +1,15 @@
+"""The old path of :mod:`proofgym.envs.verifiers.dafny.equiv` (kept for one release; import from there)."""
+
+from proofgym.envs.verifiers.dafny.equiv import (
+    EquivalenceResult,
+    LEMMA_NOTE,
+    equivalence_program,
+    sanitize_name,
+)
+
+__all__ = [
+    "EquivalenceResult",
+    "LEMMA_NOTE",
+    "equivalence_program",
+    "sanitize_name",
+]
