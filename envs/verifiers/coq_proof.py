@@ -2,12 +2,12 @@
 
 from proofgym.envs.verifiers.coq.proof import (
     HOLE_TACTICS,
-    LibraryRequest,
-    NormalizedProof,
-    ProofRejected,
     STATEMENT_RE,
     VERNACULAR,
     VM_TOKENS,
+    LibraryRequest,
+    NormalizedProof,
+    ProofRejected,
     normalize_proof,
 )
 

@@ -1,8 +1,8 @@
 """The old path of :mod:`proofgym.envs.verifiers.dafny.equiv` (kept for one release; import from there)."""
 
 from proofgym.envs.verifiers.dafny.equiv import (
-    EquivalenceResult,
     LEMMA_NOTE,
+    EquivalenceResult,
     equivalence_program,
     sanitize_name,
 )

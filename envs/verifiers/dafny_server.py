@@ -2,8 +2,8 @@
 
 from proofgym.envs.verifiers.dafny.server import (
     CLIENT_EOM,
-    DafnyServer,
     SERVER_EOM,
+    DafnyServer,
     ServerDied,
     ServerReply,
     ServerTimeout,

@@ -1,12 +1,12 @@
 """The old path of :mod:`proofgym.envs.verifiers.hol_light.tactic` (kept for one release; import from there)."""
 
 from proofgym.envs.verifiers.hol_light.tactic import (
+    OPEN_GOAL,
     Atom,
     HolHole,
     HolLocalization,
     HolTacticSession,
     HolTacticState,
-    OPEN_GOAL,
     ProofTree,
     TacticExpr,
     TacticSyntaxError,
