@@ -1168,8 +1168,13 @@ def make_pool(engine: str = "local", *, workers: int = 2, **kwargs: Any) -> Veri
         kwargs.pop("systems", None)
         kwargs.pop("address", None)
         return LocalVerifierPool(workers, **kwargs)
-    if engine == "ray":
-        from proofgym.envs.verifiers.ray_pool import RayVerifierPool
+    if engine not in _ENGINES:
+        raise ValueError(f"unknown pool engine {engine!r}; use one of {', '.join(('local', *_ENGINES))}")
+    module, _, name = _ENGINES[engine].partition(":")
+    return getattr(importlib.import_module(module), name)(workers_per_actor=workers, **kwargs)
 
-        return RayVerifierPool(workers_per_actor=workers, **kwargs)
-    raise ValueError(f"unknown pool engine {engine!r}; use 'local' or 'ray'")
+
+#: Engines built on the local pool, by string entry point (as Gymnasium registers envs): ``ray_pool``
+#: imports this module, so naming it here instead of importing it keeps the dependency one way, and
+#: ``ray`` stays an optional extra that only ``make_pool("ray")`` needs.
+_ENGINES = {"ray": "proofgym.envs.verifiers.ray_pool:RayVerifierPool"}
