@@ -395,14 +395,9 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
     import signal
 
     from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.tasks.suites import load_task_index
     from proofgym.envs.verifiers.pool import make_pool
-    from proofgym.envs.verifiers.service import (
-        TOKEN_ENV,
-        ServiceConfig,
-        ServiceConfigError,
-        VerifierService,
-        load_task_index,
-    )
+    from proofgym.envs.verifiers.service import TOKEN_ENV, ServiceConfig, ServiceConfigError, VerifierService
 
     if args.workers < 1:
         return _die(EXIT_BAD_INPUT, "--workers must be >= 1")

@@ -179,3 +179,10 @@ def _item_lines(text: str) -> list[int]:
             return lines
         lines.append(text.count("\n", 0, i) + 1)
         _, i = decoder.raw_decode(text, i)
+
+
+def load_task_index(suite: str | None) -> dict[str, Task]:
+    """Tasks by id from a suite name or path (``None``: no index), for the verifier service's ``task_id`` lookups."""
+    if not suite:
+        return {}
+    return {t.id: t for t in load_tasks(suite)}

@@ -483,12 +483,3 @@ def _parse_reply(text: str, task: Task) -> str:
     from proofgym.envs.parsing import parse_proof, statement_to_strip
 
     return parse_proof(text, statement=statement_to_strip(task)).proof
-
-
-def load_task_index(suite: str | None) -> dict[str, Task]:
-    """Tasks by id from a suite name or path (``None``: no index)."""
-    if not suite:
-        return {}
-    from proofgym.envs.tasks.suites import load_tasks
-
-    return {t.id: t for t in load_tasks(suite)}
