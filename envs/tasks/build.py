@@ -68,12 +68,19 @@ def _original_cheat(task: Task) -> str:
 _VERIFIER: dict[str, Any] = {}
 
 
-def _validate_group(task_dicts: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | None, bool]]:
-    """Validate tasks of one source file in order (one warm session extends along the file)."""
-    from proofgym.envs.verifiers.coq import CoqVerifier
+def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str, Any] | None = None
+                    ) -> list[tuple[dict[str, Any], str | None, bool]]:
+    """Validate tasks of one source file in order (one warm session extends along the file).
 
+    A task whose metadata names its original file (``library``, as project suites do) is also
+    refused when Coq says its context loads that file: the original lemma and what follows it
+    would then be reachable.
+    """
+    from proofgym.envs.verifiers.coq import CoqVerifier, _locate_library
+
+    kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}
     if "coq" not in _VERIFIER:
-        _VERIFIER["coq"] = CoqVerifier(audit="always", max_sessions=2)
+        _VERIFIER["coq"] = CoqVerifier(**kwargs)
     verifier = _VERIFIER["coq"]
     out = []
     for raw in task_dicts:
@@ -86,6 +93,12 @@ def _validate_group(task_dicts: list[dict[str, Any]]) -> list[tuple[dict[str, An
                     f": {ref.reasons[0][:70]}" if ref.reasons else "")
                 out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
                 continue
+            library = str(task.metadata.get("library") or "")
+            if library:
+                session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001 - same package
+                if _locate_library(session.ide, library, session.base)[1]:
+                    out.append((raw, "context loads the original file (leak through Require)", False))
+                    continue
             allowed = sorted(verifier._allowed_axioms(task))  # noqa: SLF001 - same package
             if verifier.check(task, "Proof. Admitted.").verdict is Verdict.OK:
                 out.append((raw, "Admitted accepted (verifier bug)", False))
@@ -98,16 +111,20 @@ def _validate_group(task_dicts: list[dict[str, Any]]) -> list[tuple[dict[str, An
         except (VerifierError, OSError) as exc:
             _VERIFIER.pop("coq").close()
             out.append((raw, f"harness failure: {type(exc).__name__}", False))
-            _VERIFIER["coq"] = CoqVerifier(audit="always", max_sessions=2)
+            _VERIFIER["coq"] = CoqVerifier(**kwargs)
             verifier = _VERIFIER["coq"]
         except ProofgymError as exc:
             out.append((raw, f"task does not load: {str(exc)[:80]}", False))
     return out
 
 
-def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
-                   ) -> tuple[list[Task], Counter, list[str]]:
-    """Validate tasks in parallel; returns (kept, exclusion reasons, false-rejection ids)."""
+def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True,
+                   verifier_kwargs: dict[str, Any] | None = None) -> tuple[list[Task], Counter, list[str]]:
+    """Validate tasks in parallel; returns (kept, exclusion reasons, false-rejection ids).
+
+    ``verifier_kwargs`` are :class:`~proofgym.envs.verifiers.coq.CoqConfig` options for every
+    worker's verifier, e.g. a project's load path as ``extra_args``.
+    """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in sorted(tasks, key=lambda t: (str(t.metadata.get("file", "")), int(t.metadata.get("line", 0)))):
         groups[str(t.metadata.get("file", t.id))].append(t.to_dict())
@@ -116,7 +133,7 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
     false_rejections: list[str] = []
     bar = ProgressBar("validate", len(tasks), enabled=progress)
     with bar, ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_validate_group, group) for group in groups.values()]
+        futures = [pool.submit(_validate_group, group, verifier_kwargs) for group in groups.values()]
         for fut in as_completed(futures):
             try:
                 results = fut.result()

@@ -1,0 +1,410 @@
+"""Project-level Coq suites: Selene's benchmark on real verification projects (``proofgym build coq-project``).
+
+Selene's lemmas come from a verification project, each isolated against a dependency
+session built once. Here the project is an installed Coq library (``--lib stdpp``:
+its ``.v`` sources and compiled ``.vo`` files under ``$(coqc -where)/user-contrib``,
+where Debian's ``libcoq-*`` packages put them) or a project the user has built
+(``--project DIR``: a ``_CoqProject`` or a dune ``coq.theory``). The method is the
+stdlib suite's, reused, not copied:
+
+* lemmas are cut by the sentence lexer (:func:`~proofgym.envs.tasks.coq_extract.extract_sources`);
+  what cannot be isolated (functor bodies, open module types, Program/mutual/Admitted
+  lemmas, ...) is excluded and counted per reason;
+* P1/P2/P3 by proof lines, sampled 160/120/80 with a seed (:func:`~proofgym.envs.tasks.coq_extract.sample_suite`);
+* a task is kept only if its reference verifies in isolation (warm check plus the
+  coqc + coqchk audit) and ``Admitted`` and ``exact <original>`` are rejected
+  (:func:`~proofgym.envs.tasks.build.validate_tasks`).
+
+Isolation and the leak rules. The dependency is the project's compiled ``.vo`` files,
+found through the project's load path (user-contrib is on Coq's default load path;
+a ``_CoqProject``'s ``-Q``/``-R`` are passed to every prover process): they are
+built once, by the package or the user, and every task, worker and run reuses them.
+The compiled ``.vo`` of the lemma's *own* file is on that load path too, so the
+original lemma, and everything after it in its file, is one ``Require`` away. Hence:
+
+* the context is the file's source prefix, replayed by the verifier as its own
+  top-level file (``Top``), never a ``Require`` of the file's ``.vo``: the prefix
+  states only what comes before the lemma;
+* a ``Require`` in a submission may only name a library the context already loads
+  (the verifier refuses ``Require <the original file>``: ``ERROR`` before the proof,
+  ``CHEATING`` inside it);
+* the build asks Coq whether the context itself loads the original file (through a
+  chain of ``Require``s, an ``-require`` argument, a project prelude): such a task is
+  excluded, counted as ``context loads the original file``;
+* the verifier's leak check (proof term read after ``Set Printing All``) refuses the
+  original constant and, when its library is loaded, every constant of that file.
+
+What is cached: nothing is compiled by the builder. The warm ``coqidetop`` session
+per file (the prefix replayed once, then extended lemma by lemma along the file) is
+the per-worker cache; the ``.vo`` files of the dependencies are the project's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from proofgym.envs.errors import ProofgymError
+from proofgym.envs.tasks.coq_extract import (
+    DEFAULT_SAMPLE_COUNTS,
+    ExtractionStats,
+    SourceFile,
+    coq_where,
+    extract_sources,
+    sample_suite,
+)
+from proofgym.envs.types import Task
+
+#: The Debian package that installs each library this module knows by name.
+LIBRARY_PACKAGES: Mapping[str, str] = {
+    "stdpp": "libcoq-stdpp",
+    "iris": "libcoq-iris",
+    "mathcomp": "libcoq-mathcomp-ssreflect",
+}
+
+#: ``-arg`` values of a ``_CoqProject`` passed on to the prover: warning switches only. Any other
+#: argument could change the logic the tasks are checked in (``-type-in-type``, ``-impredicative-set``)
+#: and is reported as ignored instead.
+_PASSED_ARG_RE = re.compile(r"-w$")
+
+
+class ProjectError(ProofgymError):
+    """A project or library that cannot be read as Coq sources with a load path. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class LoadPath:
+    """One ``-Q``/``-R`` binding: the folder of compiled files and its logical name."""
+
+    flag: str  # "-Q" or "-R"
+    vo_dir: Path  # where the .vo files are (for dune, under _build/default)
+    logical: str
+    src_dir: Path  # where the .v sources are (the same folder, except for dune)
+
+    def args(self) -> tuple[str, str, str]:
+        return (self.flag, str(self.vo_dir), self.logical)
+
+
+@dataclass
+class CoqProject:
+    """A Coq project as the builder sees it: sources, logical names and the prover's load path.
+
+    Attributes:
+        name: Short name, e.g. ``stdpp``; the suite is ``coq-<name>``.
+        origin: Where it came from, for the report.
+        sources: The ``.v`` files, with their logical names.
+        coq_args: Extra prover arguments (``-Q``/``-R`` with absolute folders). Empty for an
+            installed library: user-contrib is on Coq's default load path.
+        ignored_args: ``-arg`` values of a ``_CoqProject`` that were not passed on (and why).
+        files_excluded: Source files left out, with why (e.g. not compiled).
+    """
+
+    name: str
+    origin: str
+    sources: list[SourceFile]
+    coq_args: tuple[str, ...] = ()
+    ignored_args: list[str] = field(default_factory=list)
+    files_excluded: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def suite(self) -> str:
+        return f"coq-{self.name}"
+
+
+# -- finding a project ---------------------------------------------------------------------------------
+
+
+def user_contrib() -> Path:
+    """``$(coqc -where)/user-contrib``, where installed Coq libraries live (Debian's ``libcoq-*`` too)."""
+    return coq_where() / "user-contrib"
+
+
+def installed_library(name: str, *, root: Path | None = None) -> CoqProject:
+    """The installed library ``name`` (its folder under user-contrib, logical root ``name``).
+
+    Raises:
+        ProjectError: if it is not installed; the message names the apt package.
+    """
+    if not re.fullmatch(r"[A-Za-z_][\w]*", name):
+        raise ProjectError(f"--lib takes a library's logical root such as stdpp, iris or mathcomp, got {name!r}")
+    base = user_contrib() if root is None else Path(root)
+    folder = base / name
+    if not folder.is_dir():
+        package = LIBRARY_PACKAGES.get(name)
+        have = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+        hint = (f"install it: apt-get install -y {package}" if package
+                else "install its Debian package (apt-cache search libcoq) or pass --project DIR")
+        raise ProjectError(f"Coq library {name!r} is not installed (no {folder}); {hint}. "
+                           f"Installed here: {', '.join(have) or 'none'}")
+    binding = LoadPath("-R", folder, name, folder)
+    project = CoqProject(name=name, origin=f"installed library {folder}", sources=[])
+    project.sources = [replace(s, id_stem=s.logical.removeprefix(name + "."))
+                       for s in _sources([binding], project.files_excluded, ignore_dune=False)]
+    if not project.sources:
+        raise ProjectError(f"{folder} has no compiled .v sources (a .v with its .vo beside it); "
+                           "reinstall the package, or build the library first")
+    return project
+
+
+def read_project(directory: Path, *, name: str | None = None) -> CoqProject:
+    """A project the user has built: its ``_CoqProject``, else its dune ``coq.theory`` stanzas.
+
+    The files are those the ``_CoqProject`` lists, else every ``.v`` under its ``-Q``/``-R``
+    folders; each must have been compiled (a ``.vo`` beside it, or in ``_build/default`` for
+    dune), since the tasks' contexts ``Require`` them.
+
+    Raises:
+        ProjectError: if there is neither, or it binds no folder.
+    """
+    directory = Path(directory).expanduser().resolve()
+    if not directory.is_dir():
+        raise ProjectError(f"--project {directory} is not a folder; pass the folder that holds _CoqProject")
+    name = name or re.sub(r"\W", "_", directory.name) or "project"
+    coq_project = directory / "_CoqProject"
+    if coq_project.is_file():
+        bindings, files, ignored, passed = _parse_coq_project(coq_project.read_text(encoding="utf-8"), directory)
+        project = CoqProject(name=name, origin=f"_CoqProject {coq_project}", sources=[], ignored_args=ignored)
+        project.coq_args = tuple(a for b in bindings for a in b.args()) + tuple(passed)
+        if files:
+            project.sources = _listed_sources(files, bindings, directory, project.files_excluded)
+        else:
+            project.sources = _sources(bindings, project.files_excluded, ignore_dune=True)
+    else:
+        bindings = _dune_theories(directory)
+        if not bindings:
+            raise ProjectError(f"{directory} has no _CoqProject and no dune file with a (coq.theory (name ...)) "
+                               "stanza; write a _CoqProject (e.g. `-R theories MyProj` and the .v files)")
+        project = CoqProject(name=name, origin=f"dune project {directory}", sources=[])
+        project.coq_args = tuple(a for b in bindings for a in b.args())
+        project.sources = _sources(bindings, project.files_excluded, ignore_dune=True)
+    if not project.sources:
+        why = "; ".join(f"{k}: {v}" for k, v in sorted(project.files_excluded.items())[:3])
+        raise ProjectError(f"no compiled sources in {directory} ({why or 'no .v files under its load path'}); "
+                           "build the project first (make, or dune build), then run this again")
+    return project
+
+
+def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list[str], list[str], list[str]]:
+    """(bindings, listed .v files, ignored -arg values, passed -arg values) of a ``_CoqProject``."""
+    tokens: list[str] = []
+    for line in text.splitlines():
+        try:
+            tokens += shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise ProjectError(f"_CoqProject line {line!r} does not parse: {exc}") from None
+    bindings: list[LoadPath] = []
+    files: list[str] = []
+    ignored: list[str] = []
+    passed: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("-Q", "-R"):
+            if i + 2 >= len(tokens):
+                raise ProjectError(f"_CoqProject: {tok} needs a folder and a logical name")
+            folder = (directory / tokens[i + 1]).resolve()
+            logical = "" if tokens[i + 2] == '""' else tokens[i + 2]
+            bindings.append(LoadPath(tok, folder, logical, folder))
+            i += 3
+        elif tok == "-I":
+            ignored.append(f"-I {tokens[i + 1] if i + 1 < len(tokens) else ''} (OCaml plugin folders are not loaded)")
+            i += 2
+        elif tok == "-arg":
+            value = tokens[i + 1] if i + 1 < len(tokens) else ""
+            if _PASSED_ARG_RE.match(value) and i + 3 < len(tokens) and tokens[i + 2] == "-arg":
+                passed += [value, tokens[i + 3]]
+                i += 4
+                continue
+            ignored.append(f"-arg {value} (only warning switches are passed on)")
+            i += 2
+        elif tok.endswith(".v"):
+            files.append(tok)
+            i += 1
+        else:
+            ignored.append(f"{tok} (not understood)")
+            i += 1
+    if not bindings:
+        raise ProjectError("_CoqProject binds no folder; add a line such as `-R theories MyProj`")
+    return bindings, files, ignored, passed
+
+
+def _dune_theories(directory: Path) -> list[LoadPath]:
+    """The ``(coq.theory (name X))`` stanzas under ``directory``, bound to their ``_build/default`` copies."""
+    out: list[LoadPath] = []
+    for dune in sorted(directory.rglob("dune")):
+        if "_build" in dune.relative_to(directory).parts or not dune.is_file():
+            continue
+        text = dune.read_text(encoding="utf-8", errors="replace")
+        if "coq.theory" not in text:
+            continue
+        m = re.search(r"\(\s*name\s+([\w.]+)\s*\)", text[text.index("coq.theory"):])
+        if m:
+            rel = dune.parent.relative_to(directory)
+            out.append(LoadPath("-Q", directory / "_build" / "default" / rel, m.group(1), dune.parent))
+    return out
+
+
+def _logical_name(binding: LoadPath, path: Path) -> tuple[str, str]:
+    """(logical name, id stem) of the source ``path`` under ``binding``.
+
+    The stem is the logical name: a project's bindings may have different roots. An installed
+    library's ids leave its root out (:func:`installed_library`).
+    """
+    rel = path.relative_to(binding.src_dir)
+    dotted = ".".join((*rel.parts[:-1], rel.stem))
+    logical = f"{binding.logical}.{dotted}" if binding.logical else dotted
+    return logical, logical
+
+
+def _vo_of(binding: LoadPath, path: Path) -> Path:
+    return binding.vo_dir / path.relative_to(binding.src_dir).with_suffix(".vo")
+
+
+def _sources(bindings: Sequence[LoadPath], excluded: dict[str, str], *, ignore_dune: bool) -> list[SourceFile]:
+    out: list[SourceFile] = []
+    seen: set[Path] = set()
+    for binding in bindings:
+        for path in sorted(binding.src_dir.rglob("*.v"), key=lambda p: p.relative_to(binding.src_dir).as_posix()):
+            rel_parts = path.relative_to(binding.src_dir).parts
+            if path in seen or (ignore_dune and "_build" in rel_parts):
+                continue
+            seen.add(path)
+            out.append(_source(binding, path, excluded))
+    return [s for s in out if s is not None]
+
+
+def _listed_sources(files: Sequence[str], bindings: Sequence[LoadPath], directory: Path,
+                    excluded: dict[str, str]) -> list[SourceFile]:
+    out: list[SourceFile] = []
+    for name in files:
+        path = (directory / name).resolve()
+        # The innermost binding that holds the file names it (as coqc does for -R nested in -R).
+        holders = [b for b in bindings if path.is_relative_to(b.src_dir)]
+        if not path.is_file():
+            excluded[name] = "listed in _CoqProject but missing"
+            continue
+        if not holders:
+            excluded[name] = "outside every -Q/-R folder of _CoqProject (no logical name)"
+            continue
+        binding = max(holders, key=lambda b: len(b.src_dir.parts))
+        source = _source(binding, path, excluded)
+        if source is not None:
+            out.append(source)
+    return out
+
+
+def _source(binding: LoadPath, path: Path, excluded: dict[str, str]) -> SourceFile | None:
+    logical, stem = _logical_name(binding, path)
+    rel = logical.replace(".", "/") + ".v"
+    if not _vo_of(binding, path).is_file():
+        excluded[rel] = "not compiled (no .vo): its tasks' contexts could not load what it requires"
+        return None
+    return SourceFile(path, rel, logical, stem)
+
+
+# -- extraction and build ------------------------------------------------------------------------------
+
+
+def extract_project(project: CoqProject, *, progress: bool = False, include_long: bool = False,
+                    timeout_s: float = 60.0) -> tuple[list[Task], ExtractionStats]:
+    """Every lemma of the project, as tasks of suite ``coq-<name>`` with ids ``coq.<name>.<file>.<lemma>``.
+
+    Each task's metadata also names its original file's logical name (``library``), which the
+    build uses to ask Coq whether the context loads it, and the project's load path.
+    """
+    stats = ExtractionStats(files_excluded=dict(project.files_excluded))
+    tasks, stats = extract_sources(project.sources, id_prefix=f"coq.{project.name}", stats=stats,
+                                   progress=progress, include_long=include_long, suite=project.suite,
+                                   timeout_s=timeout_s, description=f"extracting {project.name}")
+    by_file = {s.rel_path: s.logical for s in project.sources}
+    out = []
+    for task in tasks:
+        meta = {**task.metadata, "library": by_file[task.metadata["file"]], "project": project.name}
+        if project.coq_args:
+            meta["coq_args"] = list(project.coq_args)
+        out.append(replace(task, metadata=meta))
+    return out, stats
+
+
+def parse_counts(text: str) -> dict[str, int]:
+    """``"160,120,80"`` -> ``{"P1": 160, "P2": 120, "P3": 80}``; raises ValueError with what is wrong."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"--per-category takes three counts for P1,P2,P3 such as 160,120,80, got {text!r}")
+    return dict(zip(("P1", "P2", "P3"), (int(p) for p in parts), strict=True))
+
+
+def build_coq_project(
+    project: CoqProject,
+    *,
+    out: Path | None = None,
+    seed: int = 0,
+    counts: Mapping[str, int] | None = None,
+    workers: int = 2,
+    validate: bool = True,
+    limit: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json``.
+
+    Returns the report (also written beside the suite): the stdlib builder's counts, plus
+    where the sources came from, the load path, and the build's wall time.
+    """
+    from proofgym.envs.tasks.build import BuildReport, validate_tasks
+    from proofgym.envs.tasks.suites import suite_dir, write_tasks
+
+    start = time.monotonic()
+    out = Path(out) if out else suite_dir() / f"{project.suite}.jsonl"
+    counts = dict(DEFAULT_SAMPLE_COUNTS if counts is None else counts)
+    tasks, stats = extract_project(project, progress=progress)
+    sampled = sample_suite(tasks, counts, seed=seed)
+    if limit:
+        sampled = sampled[:limit]
+    report = BuildReport(project.suite, out)
+    report.extracted = dict(stats.categories)
+    report.extraction_exclusions = dict(stats.excluded)
+    report.sampled = dict(Counter(t.category for t in sampled))
+    if validate:
+        kept, excluded, false_rejections = validate_tasks(
+            sampled, workers=workers, progress=progress, verifier_kwargs={"extra_args": project.coq_args})
+        report.excluded, report.false_rejections = excluded, false_rejections
+    else:
+        kept, report.validated = sampled, False
+    report.kept = dict(Counter(t.category for t in kept))
+    write_tasks(out, kept)
+    data = report.to_dict()
+    data.update({
+        "origin": project.origin,
+        "coq_args": list(project.coq_args),
+        "ignored_args": project.ignored_args,
+        "files": {"scanned": stats.files_scanned, "skipped": stats.files_skipped,
+                  "excluded": stats.files_excluded},
+        "seed": seed,
+        "per_category": counts,
+        "build_s": round(time.monotonic() - start, 1),
+    })
+    out.with_suffix(".report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return data
+
+
+def render_report(data: Mapping[str, Any]) -> str:
+    """The build report as text (the stdlib builder's lines, then the project's own)."""
+    from proofgym.envs.tasks.build import BuildReport
+
+    fields = {k: data[k] for k in ("suite", "extracted", "extraction_exclusions", "sampled", "kept",
+                                   "false_rejections", "validated")}
+    base = BuildReport(out=Path(data["out"]), excluded=Counter(data["excluded"]), **fields).render()
+    files = data["files"]
+    lines = [base, f"source: {data['origin']}; files {files['scanned']} scanned, {len(files['skipped'])} "
+                   f"skipped (lex errors), {len(files['excluded'])} excluded; build {data['build_s']} s"]
+    if data["coq_args"]:
+        lines.append("load path: " + " ".join(data["coq_args"]))
+    lines += [f"ignored from _CoqProject: {a}" for a in data["ignored_args"]]
+    return "\n".join(lines)
