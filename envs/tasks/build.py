@@ -76,7 +76,7 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     refused when Coq says its context loads that file: the original lemma and what follows it
     would then be reachable.
     """
-    from proofgym.envs.verifiers.coq import CoqVerifier, _locate_library
+    from proofgym.envs.verifiers.coq.verifier import CoqVerifier, _locate_library
 
     kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}
     if "coq" not in _VERIFIER:

@@ -607,6 +607,11 @@ class CoqVerifier(ProcessOwner):
             if len(others) == 1:
                 qualid = others[0]
                 module = qualid.rsplit(".", 1)[0]
+        # The original file is the longest prefix of the qualid that is a loaded library: a lemma
+        # inside a module (Lib.File.M.foo) comes from the library Lib.File, not from one named Lib.File.M.
+        parts = qualid.split(".")
+        module = next((lib for k in range(len(parts) - 1, 0, -1)
+                       if (lib := ".".join(parts[:k])) in session.loaded), module)
         original_loaded = bool(module) and module in session.loaded
         after = _defined_at_or_after(qualid) if original_loaded else None
         ide = session.ide
