@@ -52,6 +52,7 @@ ROUTES: Mapping[ErrorCategory, str] = {
     ErrorCategory.BODY_ERROR: "repair_code",
     ErrorCategory.TYPE_ERROR: "synth_body",
     ErrorCategory.PARSE_ERROR: "synth_body",
+    ErrorCategory.SYNTAX: "synth_body",  # an invalid submission (empty, binary, oversized): every system's word
     ErrorCategory.TIMEOUT: "repair_code",
     ErrorCategory.CHEATING: "synth_body",  # the spec was changed or a cheat used: start over, anchored
 }

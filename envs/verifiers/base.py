@@ -1,13 +1,18 @@
-"""The Verifier protocol and the registry of verifiers by system."""
+"""The Verifier protocol, the base class of the provers' verifiers, and the registry of verifiers by system."""
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+import random
+import threading
+import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierError
+from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierCrashed, VerifierError
 from proofgym.envs.systems import SPECS, wired_systems
-from proofgym.envs.types import CheckResult, Task
+from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 
 #: Largest submission sent to a prover. Larger ones are rejected before any process starts.
 MAX_PROOF_BYTES = 256 * 1024
@@ -33,21 +38,66 @@ class Verifier(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-class ProcessOwner:
-    """Lifecycle shared by verifiers that own prover processes (STYLE.md #6).
+_V = TypeVar("_V", bound="ProverVerifier")
 
-    Subclasses set ``self._lock`` (an RLock) and ``self._closed = False`` in ``__init__``
-    and implement :meth:`_shutdown`, which runs once, after the verifier is marked closed.
+#: The audit policies every prover's config takes (``audit``): an independent re-check of an OK.
+AUDIT_MODES = ("always", "sample", "never")
+
+
+def invalid_submission(exc: InvalidSubmission) -> CheckResult:
+    """The verdict on a submission no prover may see (empty, binary, oversized): the same in every system."""
+    return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
+                       backend="precheck")
+
+
+class ProverVerifier(abc.ABC):
+    """What every real prover's verifier shares: config, lifecycle, the one ``check``, the audit policy.
+
+    A subclass sets ``system`` and ``config_class`` (a frozen dataclass with an ``audit`` field, one
+    of :data:`AUDIT_MODES`, an ``audit_rate`` and a ``seed``), finds its binaries and sets
+    ``self.version`` in ``__init__`` after ``super().__init__``, and implements :meth:`_check` and
+    :meth:`_shutdown`. :meth:`check` is not overridden: the system check, the closed flag, the
+    invalid-submission verdict, the ``checks`` count, the wall time and the prover version are the same
+    for every prover. ``serial`` verifiers run one check at a time under ``self._lock``; a verifier
+    whose checks run in parallel processes (HOL Light) guards its own state and sets it False.
+
+    Owning processes, it is a context manager (STYLE.md #6): ``close()`` is idempotent and runs
+    :meth:`_shutdown` once, after the verifier is marked closed.
     """
 
-    _lock: Any
-    _closed: bool
+    system: ClassVar[str]
+    config_class: ClassVar[type]
+    serial: ClassVar[bool] = True
+    #: Whether an OK can be re-checked independently (Coq: coqc + coqchk; Dafny: the CLI). Where not,
+    #: the audit setting is accepted (one option for a run over every system) and ``audited`` stays False.
+    audits: ClassVar[bool] = True
 
-    def __enter__(self):
+    def __init__(self, config: Any = None, **overrides: Any) -> None:
+        cfg = config if config is not None else self.config_class()
+        if not self.audits:
+            overrides.pop("audit", None)  # `--audit` for a mixed run: nothing to re-check here
+        if overrides:
+            cfg = dataclasses.replace(cfg, **overrides)
+        audit = getattr(cfg, "audit", "never")
+        if audit not in AUDIT_MODES:
+            raise ValueError(f"audit must be always, sample or never, got {audit!r}")
+        self.config = cfg
+        self.version = ""
+        self._rng = random.Random(getattr(cfg, "seed", 0))
+        self._lock = threading.RLock()
+        self._closed = False
+        self.stats: dict[str, int] = {"checks": 0}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self: _V) -> _V:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Kill every process this verifier started and remove its temp dirs. Idempotent."""
@@ -57,14 +107,73 @@ class ProcessOwner:
             self._closed = True
         self._shutdown()
 
+    @abc.abstractmethod
     def _shutdown(self) -> None:
-        raise NotImplementedError
+        """Stop the processes and remove the files; runs once, after the verifier is marked closed."""
 
     def __del__(self) -> None:  # last resort; close() is the contract
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or a constructor that raised early
             pass
+
+    def ensure_open(self) -> None:
+        """Raise :class:`~proofgym.envs.errors.VerifierCrashed` once the verifier is closed."""
+        if self._closed:
+            raise VerifierCrashed("verifier is closed")
+
+    def require_system(self, task: Task) -> None:
+        if task.system != self.system:
+            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not {self.system}")
+
+    # -- checking -------------------------------------------------------------------------------
+    @property
+    def prover_version(self) -> str:
+        """What a result records as ``prover_version`` when the check did not say (e.g. a precheck)."""
+        return self.version
+
+    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
+        """Check ``proof`` against ``task``; ``audit`` forces (True) or skips (False) the independent audit.
+
+        Returns a :class:`CheckResult` for anything the submission does (garbage is an ``ERROR``
+        verdict). Raises :class:`~proofgym.envs.errors.VerifierError` only when the verifier itself
+        breaks, and :class:`~proofgym.envs.errors.TaskFormatError` when the task is broken.
+        """
+        self.require_system(task)
+        self._check_task(task)
+        start = time.monotonic()
+        with self._lock:
+            self.ensure_open()
+            self.stats["checks"] += 1
+            if self.serial:
+                result = self._screen_and_check(task, proof, audit)
+        if not self.serial:
+            result = self._screen_and_check(task, proof, audit)
+        return dataclasses.replace(result, wall_s=time.monotonic() - start,
+                                   prover_version=result.prover_version or self.prover_version)
+
+    def _screen_and_check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        try:
+            text = validate_submission(proof)
+        except InvalidSubmission as exc:
+            return invalid_submission(exc)
+        return self._check(task, text, audit)
+
+    def _check_task(self, task: Task) -> None:  # noqa: B027 - an optional hook, a no-op by default
+        """Raise :class:`~proofgym.envs.errors.TaskFormatError` for a task this prover cannot state (hook)."""
+
+    @abc.abstractmethod
+    def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        """The prover's check of a screened submission (text, within :data:`MAX_PROOF_BYTES`)."""
+
+    def audit_due(self, override: bool | None, *, forced: bool = False) -> bool:
+        """Whether an OK gets the independent audit: the caller's ``override``, else ``forced`` (a proof that
+        must always be audited, e.g. Coq's ``vm_compute``), else the config's policy (``sample``: at
+        ``audit_rate``, drawn from the verifier's seeded generator)."""
+        if override is not None:
+            return override
+        mode = self.config.audit
+        return forced or mode == "always" or (mode == "sample" and self._rng.random() < self.config.audit_rate)
 
 
 def validate_submission(proof: Any, *, max_bytes: int = MAX_PROOF_BYTES) -> str:

@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import random
 import re
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -44,7 +42,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
+from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import CallTimeout, IdeTop, ProcessDied, Reply
 from proofgym.envs.verifiers.coq.lexer import CoqLexError, command_head, open_blocks, split_sentences, update_blocks
@@ -152,7 +150,7 @@ def parse_assumptions(text: str) -> tuple[list[str], list[str]]:
     return axioms, other
 
 
-class CoqVerifier(ProcessOwner):
+class CoqVerifier(ProverVerifier):
     """Checks Coq proofs; see the module docstring. Use as a context manager.
 
     Example:
@@ -162,12 +160,12 @@ class CoqVerifier(ProcessOwner):
     """
 
     system = "coq"
+    config_class = CoqConfig
+    config: CoqConfig
 
     def __init__(self, config: CoqConfig | None = None, **overrides: object) -> None:
-        cfg = config or CoqConfig()
-        if overrides:
-            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
-        self.config = cfg
+        super().__init__(config, **overrides)
+        cfg = self.config
         for tool in (cfg.coqidetop, cfg.coqc):
             if shutil.which(tool) is None:
                 raise ProverNotFound(f"{tool} not found; install Coq: apt-get install coq (or run `make setup`)")
@@ -179,10 +177,7 @@ class CoqVerifier(ProcessOwner):
         self._allowed_cache: dict[str, frozenset[str]] = {}
         self._baseline_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._oks_per_context: dict[str, int] = {}
-        self._rng = random.Random(cfg.seed)
-        self._lock = threading.RLock()
-        self._closed = False
-        self.stats = {"checks": 0, "sessions_started": 0, "audits": 0, "session_reuse": 0}
+        self.stats.update({"sessions_started": 0, "audits": 0, "session_reuse": 0})
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -193,27 +188,9 @@ class CoqVerifier(ProcessOwner):
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -- public API ---------------------------------------------------------------------------
-    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
-        """Check ``proof`` (the text after the statement) against ``task``.
-
-        Returns a :class:`CheckResult`; raises :class:`VerifierError` only when the
-        verifier itself breaks, and :class:`ContextLoadError` when the task is broken.
-        """
-        if task.system != "coq":
-            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
-        task = self._with_prelude(task)
-        start = time.monotonic()
-        with self._lock:
-            if self._closed:
-                raise VerifierCrashed("verifier is closed")
-            self.stats["checks"] += 1
-            result = self._check(task, proof, audit)
-        return replace(result, wall_s=time.monotonic() - start, prover_version=self.version)
-
     def open(self, task: Task) -> CoqTacticSession:
         """A branching tactic session on ``task`` (its own prover process): see :mod:`.tactic`."""
-        if task.system != "coq":
-            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not coq")
+        self.require_system(task)
         return CoqTacticSession(self, self._with_prelude(task))
 
     def localize(self, task: Task, proof: str) -> Localization:
@@ -228,12 +205,11 @@ class CoqVerifier(ProcessOwner):
         return replace(task, context=self.config.prelude.rstrip() + "\n" + task.context)
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        task = self._with_prelude(task)
         try:
-            proof = validate_submission(proof, max_bytes=MAX_PROOF_BYTES)
             normalized = self._prepare(task, proof)
         except InvalidSubmission as exc:
-            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
-                               backend="precheck")
+            return invalid_submission(exc)
         except ProofRejected as exc:
             verdict = Verdict(exc.verdict)
             category = ErrorCategory.CHEATING if verdict is Verdict.CHEATING else ErrorCategory.SYNTAX
@@ -251,10 +227,7 @@ class CoqVerifier(ProcessOwner):
         if reasons:
             return CheckResult(Verdict.CHEATING, tuple(reasons), tuple(outcome.messages),
                                error_category=ErrorCategory.CHEATING, backend="coqidetop")
-        do_audit = audit if audit is not None else (
-            normalized.uses_vm or self.config.audit == "always"
-            or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate)
-        )
+        do_audit = self.audit_due(audit, forced=normalized.uses_vm)  # VM/native proofs: always audited
         if do_audit:
             audit_result = self._audit(task, normalized)
             if audit_result is not None:

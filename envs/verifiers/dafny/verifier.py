@@ -43,20 +43,17 @@ import hashlib
 import logging
 import math
 import os
-import random
 import re
 import shutil
 import subprocess
 import sysconfig
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.base import MAX_PROOF_BYTES, ProcessOwner, validate_submission
+from proofgym.envs.verifiers.base import ProverVerifier
 from proofgym.envs.verifiers.dafny.equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
 from proofgym.envs.verifiers.dafny.integrity import (
     AXIOM_MARK,
@@ -183,7 +180,7 @@ class _Run:
     cpu_s: float = 0.0
 
 
-class DafnyVerifier(ProcessOwner):
+class DafnyVerifier(ProverVerifier):
     """Checks whole Dafny programs against a task's statement; see the module docstring.
 
     Example:
@@ -193,16 +190,14 @@ class DafnyVerifier(ProcessOwner):
     """
 
     system = "dafny"
+    config_class = DafnyConfig
+    config: DafnyConfig
 
     def __init__(self, config: DafnyConfig | None = None, **overrides: object) -> None:
-        cfg = config or DafnyConfig()
-        if overrides:
-            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
+        super().__init__(config, **overrides)
+        cfg = self.config
         if cfg.backend not in ("server", "cli"):
             raise ValueError(f"backend must be 'server' or 'cli', got {cfg.backend!r}")
-        if cfg.audit not in ("always", "sample", "never"):
-            raise ValueError(f"audit must be always, sample or never, got {cfg.audit!r}")
-        self.config = cfg
         mono = shutil.which(cfg.mono)
         if mono is None:
             raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {INSTALL_HINT}")
@@ -226,11 +221,8 @@ class DafnyVerifier(ProcessOwner):
         self._server: DafnyServer | None = None
         self._server_checks = 0
         self._anchors: dict[str, Anchor] = {}
-        self._rng = random.Random(cfg.seed)
-        self._lock = threading.RLock()
-        self._closed = False
-        self.stats = {"checks": 0, "server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
-                      "server_fallbacks": 0, "outer_kills": 0, "translations": 0}
+        self.stats.update({"server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
+                           "server_fallbacks": 0, "outer_kills": 0, "translations": 0})
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -241,22 +233,9 @@ class DafnyVerifier(ProcessOwner):
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -- public API ---------------------------------------------------------------------------
-    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
-        """Check the whole program ``proof`` against ``task``.
-
-        Returns a :class:`CheckResult`; raises :class:`~proofgym.envs.errors.VerifierError` only
-        when the verifier itself breaks, and :class:`TaskFormatError` when the task is broken
-        (its context and statement do not resolve in Dafny).
-        """
-        if task.system != "dafny":
-            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not dafny")
-        start = time.monotonic()
-        with self._lock:
-            if self._closed:
-                raise VerifierCrashed("verifier is closed")
-            self.stats["checks"] += 1
-            result = self._check(task, proof, audit)
-        return replace(result, wall_s=time.monotonic() - start, prover_version=f"dafny {self.version}")
+    @property
+    def prover_version(self) -> str:
+        return f"dafny {self.version}"
 
     def symbols(self, program: str, timeout_s: float = 60.0) -> list[Symbol] | None:
         """Dafny's declarations of ``program`` (``None`` if it does not parse or resolve)."""
@@ -360,11 +339,7 @@ class DafnyVerifier(ProcessOwner):
         return anchor
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
-        try:
-            program = normalize_source(validate_submission(proof, max_bytes=MAX_PROOF_BYTES))
-        except InvalidSubmission as exc:
-            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",),
-                               error_category=ErrorCategory.PARSE_ERROR, backend="precheck")
+        program = normalize_source(proof)
         try:
             tokens = tokenize(program)
         except DafnyLexError as exc:
@@ -403,9 +378,7 @@ class DafnyVerifier(ProcessOwner):
         result = self._judge(task, tokens, anchor, trusted, run, symbols, decls, view)
         if result.verdict is not Verdict.OK or run.backend != "server":
             return result
-        do_audit = audit if audit is not None else (
-            self.config.audit == "always"
-            or (self.config.audit == "sample" and self._rng.random() < self.config.audit_rate))
+        do_audit = self.audit_due(audit)
         if do_audit:
             self.stats["audits"] += 1
             cli = _unshift(self._cli(judged, task.timeout_s, boogie=True, no_cheating=no_cheating), inserted)

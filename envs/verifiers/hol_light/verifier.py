@@ -46,7 +46,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ProcessOwner, validate_submission
+from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
@@ -486,7 +486,7 @@ def context_key(context: str) -> str:
     return hashlib.sha256(context.encode("utf-8")).hexdigest()[:24]
 
 
-class HolLightVerifier(ProcessOwner):
+class HolLightVerifier(ProverVerifier):
     """Checks HOL Light tactic proofs with a fork server; see the module docstring.
 
     Thread-safe: several threads may call :meth:`check` at once (attempts run in parallel workers).
@@ -498,13 +498,14 @@ class HolLightVerifier(ProcessOwner):
     """
 
     system = "hol_light"
+    config_class = HolLightConfig
+    config: HolLightConfig
+    serial = False  # attempts run in parallel workers; the server guards its own state
+    audits = False  # no second checker: the kernel's theorem is judged once, in the trusted parent
 
     def __init__(self, config: HolLightConfig | None = None, **overrides: object) -> None:
-        cfg = config or HolLightConfig()
-        overrides.pop("audit", None)  # `proofgym check --audit` is Coq's; HOL Light has no separate audit
-        if overrides:
-            cfg = replace(cfg, **overrides)  # type: ignore[arg-type]
-        self.config = cfg
+        super().__init__(config, **overrides)
+        cfg = self.config
         if not Path(cfg.hol_dir, "hol.ml").is_file():
             raise ProverNotFound(f"HOL Light not found at {cfg.hol_dir} (no hol.ml); "
                                  "install it: apt-get install hol-light libnum-ocaml-dev")
@@ -516,10 +517,8 @@ class HolLightVerifier(ProcessOwner):
         self._progress = say if progress else None
         self._heartbeat = say if cfg.progress is not False and cfg.heartbeat_s > 0 else None
         self._servers: dict[str, HolLightServer] = {}
-        self._lock = threading.RLock()
-        self._closed = False
-        self.stats = {"checks": 0, "server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0,
-                      "retries": 0}
+        self.stats.update({"server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0,
+                           "retries": 0})
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -532,8 +531,7 @@ class HolLightVerifier(ProcessOwner):
     def server(self, base: str = "plain") -> HolLightServer:
         """The running server of ``base``, started (minutes) if needed."""
         with self._lock:
-            if self._closed:
-                raise VerifierCrashed("verifier is closed")
+            self.ensure_open()
             if base not in self._bases:
                 raise TaskFormatError(f"unknown HOL Light base context {base!r}; configured: {', '.join(self._bases)}")
             server = self._servers.get(base)
@@ -551,37 +549,33 @@ class HolLightVerifier(ProcessOwner):
         """Start the server of ``task``'s base (minutes, once): the verifier pool runs this outside a check's deadline."""
         self.server(str(task.metadata.get("base", "plain")))
 
-    def prover_version(self, server: HolLightServer) -> str:
+    def _server_version(self, server: HolLightServer) -> str:
         return (f"HOL Light {server.info.get('hol_version', '?')} ({self.version}), "
                 f"OCaml {server.info.get('ocaml_version', '?')}")
 
     # -- checking -------------------------------------------------------------------------------
-    def check(self, task: Task, proof: str) -> CheckResult:
-        """Check a tactic expression against ``task``.
+    def _check_task(self, task: Task) -> None:
+        goal_text(task.statement)  # a statement that is not one backquoted term is a broken task
 
-        Returns a :class:`CheckResult` for anything the submission does. Raises
-        :class:`ContextLoadError` when the task itself is broken and
+    def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        """Check a tactic expression against ``task`` (``audit`` is accepted and changes nothing: see ``audits``).
+
+        Raises :class:`ContextLoadError` when the task itself is broken and
         :class:`~proofgym.envs.errors.VerifierError` when the server cannot start.
         """
-        if task.system != "hol_light":
-            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not hol_light")
-        start = time.monotonic()
         goal = goal_text(task.statement)
         base = str(task.metadata.get("base", "plain"))
         try:
-            proof = normalize_proof(validate_submission(proof))
+            proof = normalize_proof(proof)
         except InvalidSubmission as exc:
-            return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
-                               backend="precheck", prover_version=self.version, wall_s=time.monotonic() - start)
-        with self._lock:
-            self.stats["checks"] += 1
+            return invalid_submission(exc)
         # A process that dies under the attempt (a worker, its zygote, or the server) may have been killed
         # from outside (an operator, the OOM killer): the attempt is run once more on fresh processes, and
         # only a second death is its verdict (ERROR). A server that is late is not retried: it would be
         # late again.
         for retry in (False, True):
             server = self.server(base)
-            version = self.prover_version(server)
+            version = self._server_version(server)
             try:
                 result = self._attempt(server, task, goal, proof)
             except _ServerDied as exc:
@@ -597,12 +591,11 @@ class HolLightVerifier(ProcessOwner):
                     break
             with self._lock:
                 self.stats["retries"] += 1
-        return replace(result, wall_s=time.monotonic() - start, prover_version=version)
+        return replace(result, prover_version=version)
 
     def open(self, task: Task) -> HolTacticSession:
         """A branching tactic session on ``task``: states are replayed proof trees (see ``hol_tactic``)."""
-        if task.system != "hol_light":
-            raise TaskFormatError(f"task {task.id} is for {task.system!r}, not hol_light")
+        self.require_system(task)
         return HolTacticSession(self, task)
 
     def _attempt(self, server: HolLightServer, task: Task, goal: str, proof: str) -> CheckResult:
