@@ -396,6 +396,7 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
 
     from proofgym.envs.errors import ProofgymError
     from proofgym.envs.tasks.suites import load_task_index
+    from proofgym.envs.verifiers.base import audit_options
     from proofgym.envs.verifiers.pool import make_pool
     from proofgym.envs.verifiers.service import TOKEN_ENV, ServiceConfig, ServiceConfigError, VerifierService
 
@@ -420,7 +421,7 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
         tasks = load_task_index(args.suite)
     except ProofgymError as exc:
         return _die(EXIT_BAD_INPUT, str(exc))
-    system_kwargs = {"coq": {"audit": args.audit}} if args.audit else {}
+    system_kwargs = audit_options(args.audit)
     try:
         allowance = {} if args.context_allowance_s is None else {"context_allowance_s": args.context_allowance_s}
         pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address,
@@ -564,7 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", dest="runs_dir", help="where default run dirs go (default runs/)")
     p.add_argument("--resume", action="store_true", help="continue the latest run of this command in --runs-dir")
     p.add_argument("--limit", type=int, help="only the first N tasks")
-    p.add_argument("--audit", choices=["always", "sample", "never"], help="Coq: independent re-check of OKs")
+    p.add_argument("--audit", choices=["always", "sample", "never"], help="independent re-check of OKs (Coq: coqc + coqchk; Dafny: the CLI)")
     p.add_argument("--verifier", help="module:factory of a verifier to use instead of the system's (testing)")
     p.add_argument("--wandb", action="store_true", help="log to Weights & Biases (offline unless configured)")
     p.add_argument("--wandb-project", dest="wandb_project", help="W&B project (default proofgym)")
@@ -638,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (visible in ps: prefer --token-file)")
     p.add_argument("--token-file", help="read the token from this file")
     p.add_argument("--suite", help="a suite (name or .jsonl) whose tasks clients may name by task_id")
-    p.add_argument("--audit", choices=["always", "sample", "never"], help="Coq's independent audit of OK verdicts")
+    p.add_argument("--audit", choices=["always", "sample", "never"], help="independent audit of OK verdicts (Coq: coqc + coqchk; Dafny: the CLI)")
     p.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body in MiB (default 16)")
     p.add_argument("--max-batch", type=int, default=1024, help="most checks in one request (default 1024)")
     p.add_argument("--max-queue", type=int, default=8192, help="pending checks above which requests get 503")

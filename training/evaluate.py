@@ -58,6 +58,7 @@ from proofgym.agents.strategies.base import Attempt, PlainStrategy, Runtime, Str
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.progress import ProgressBar
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.base import audit_options
 from proofgym.envs.verifiers.pool import PoolResult, make_pool
 
 FAILURE_TYPES = ("logic", "undefined", "syntax", "other")
@@ -829,7 +830,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
 
             logger = WandbLogger(project=cfg.wandb_project, name=paths.run_dir.name, config=config,
                                  directory=paths.run_dir, mode=cfg.wandb_mode)
-        system_kwargs = {"coq": {"audit": cfg.audit}} if cfg.audit else {}
+        system_kwargs = audit_options(cfg.audit)
         try:
             summary = run_eval(tasks, agent=agent, k=cfg.k, n=cfg.samples, out=paths.results, workers=cfg.workers,
                                engine=cfg.engine, system_kwargs=system_kwargs, progress=progress, strategy=strategy,

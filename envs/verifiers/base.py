@@ -212,6 +212,23 @@ def make_verifier(system: str, **kwargs: Any) -> Verifier:
     return verifier_class(system)(**kwargs)
 
 
+def audit_options(audit: str | None) -> dict[str, dict[str, Any]]:
+    """Per-system verifier options (``system_kwargs``) that give every wired system the audit policy ``audit``.
+
+    ``None`` leaves each verifier's default. A verifier with no independent checker (HOL Light)
+    accepts the option and records ``audited=False``.
+
+    Example:
+        >>> audit_options("always")["dafny"]
+        {'audit': 'always'}
+    """
+    if audit is None:
+        return {}
+    if audit not in AUDIT_MODES:
+        raise ValueError(f"audit must be always, sample or never, got {audit!r}")
+    return {system: {"audit": audit} for system in wired_systems()}
+
+
 def require_provers(systems: Iterable[str], system_kwargs: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Fail before a long run, not after it, when a system's prover is missing.
 
