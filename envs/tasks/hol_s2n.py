@@ -1,151 +1,664 @@
-"""Import s2n-bignum-bench problems from a user's s2n-bignum checkout.
+"""Import s2n-bignum-bench's problems from an s2n-bignum checkout, as the benchmark builds them.
 
-s2n-bignum's proofs need a recent HOL Light (2026); point ``--hol-dir`` at one built from source.
-Each architecture is a named base context of the fork server (``needs "arm/proofs/base.ml"``,
-about 4 minutes to load; ``x86`` about 7), and each proof file's prefix is a problem context.
-On Debian's HOL Light (20230128) the ``arm``/``x86`` bases do not load; only ``common/overlap.ml``
-does (base ``s2n-common``: plain HOL Light in the checkout). The report says, per file, why a file
-gave no task.
+s2n-bignum-bench (``collect-problems.py`` over the theorems of every inlined proof file that
+``make build_proofs`` builds) defines the problem set; this module reimplements its rules on the
+checkout's sources (see :mod:`proofgym.envs.tasks.hol_inline` for the inlining):
 
-    python -m proofgym.envs.tasks.hol_s2n ~/s2n-bignum --hol-dir ~/hol-light --arch arm --out s2n.jsonl
+- **Files.** For each architecture (``arm``, then ``x86``), every proof file the Makefile builds
+  (``proofs/<object>.ml`` for each object of ``OBJ``, by name), inlined with ``needs`` semantics.
+  A theorem's id comes from the file that *defines* it (``common/misc.ml`` gives ``common.misc.*``),
+  so ``instruction.ml``, ``decode.ml`` and every ``needs``-loaded s2n file give problems too; HOL
+  Light's own library files give none.
+- **Theorems.** ``let NAME = prove(goal, proof)`` and ``let NAME = time prove(goal, proof)``, each
+  binding of a ``let ... and ...``; ``let _ = prove(...)`` binds no name and is no problem.
+- **Ids** ``{arch}.{file}.{theorem}``; a second *distinct* theorem of the same name in the same file
+  makes the first ``.0`` and itself ``.1`` (``.2`` ...), unless the first was dropped.
+- **De-duplication** by whitespace-normalised goal text, first come first kept, in the walk order
+  (architectures, then proof files, then inlining order); a goal equal to a dropped one is dropped.
+- **Categories** (:func:`bench_category`): names with ``_EQUIV``, ``SUBROUTINE_SAFE`` or
+  ``SUBROUTINE_CORRECT`` and goals that are not a quotation are dropped; ``_CORRECT`` with ``ensures``
+  is ``functional_correctness_{arm,x86}``; then ``program_state``, ``bit_vector``, ``generic`` by
+  keywords that count at a space or parenthesis boundary, before or after (``read`` matches
+  ``read s``, ``(read``, ``bytes_read)`` and ``readme``: the bench's rule, kept as it is).
+- **Timeouts**: the bench's ``timeout-map.json`` when given (its rule on its native times, which
+  :class:`~proofgym.envs.tasks.hol_extract.TimeoutRule` reproduces), else the rule on the reference
+  time measured at validation.
+
+**Contexts.** A problem's context is what the bench's setup runs before the theorem: the inlined
+prefix of its file, every earlier proof replaced by ``CHEAT_TAC`` (``needs``-loaded s2n files
+included). A context runs on a base that the fork server loads once:
+
+- ``arm`` / ``x86`` (``needs "<arch>/proofs/base.ml"``, real proofs) for a theorem of a file the base
+  does not load: the context is that file's prefix;
+- ``arm-lib`` / ``x86-lib`` (the HOL Light libraries ``base.ml`` loads before its first s2n file) for
+  a theorem of a file the base loads (``arm.ml``, ``instruction.ml``, ``common/misc.ml`` ...): the
+  context is ``base.ml``'s inlined prefix up to the theorem, so nothing is loaded twice.
+
+Contexts stay small: the cheated files are written once into ``<checkout>/.proofgym-contexts/<base>/``
+(``needs``/``loadt`` between them keep HOL Light's semantics: ``needs`` knows a file by basename and
+digest), and a context is a list of ``loadt`` lines of those pieces.
+
+    python -m proofgym.envs.tasks.hol_s2n ~/s2n-bignum --hol-dir ~/hol-light --timeout-map timeout-map.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from proofgym.envs.errors import VerifierError
-from proofgym.envs.tasks.hol_extract import ExtractionReport, TimeoutRule, extract_file
+from proofgym.envs.errors import TaskFormatError, VerifierError
+from proofgym.envs.tasks.hol_extract import CHEAT, TimeoutRule
+from proofgym.envs.tasks.hol_inline import SourceFile, SourceTree, Theorem
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.hol_light import BaseContext
 
 SUITE_NAME = "s2n-bignum"
-ARCHS = ("arm", "x86", "common")
-BASE_OF = {"arm": "arm", "x86": "x86", "common": "s2n-common"}
-#: Files of an architecture's proofs directory that are infrastructure, not problems.
-INFRASTRUCTURE = {"base.ml", "instruction.ml", "decode.ml", "simulator.ml", "specifications.ml"}
+ARCHS = ("arm", "x86")
+CATEGORIES = ("functional_correctness_arm", "functional_correctness_x86", "program_state", "bit_vector", "generic")
+CONTEXTS_DIR = ".proofgym-contexts"
+#: what each architecture's proofs read with define_assert_from_elf, and what builds it
+OBJECT_BUILD = {"arm": "make -C {checkout}/arm  (cross: apt-get install binutils-aarch64-linux-gnu)",
+                "x86": "make -C {checkout}/x86  (the native `as` of binutils)"}
 
 
-def s2n_bases(checkout: str | Path, startup_timeout_s: float = 1800.0) -> tuple[BaseContext, ...]:
-    """The base contexts of s2n-bignum: ``arm``, ``x86`` and ``s2n-common``, all run in the checkout."""
-    root = str(Path(checkout).resolve())
-    return (
-        BaseContext("arm", setup='needs "arm/proofs/base.ml";;\n', cwd=root, startup_timeout_s=startup_timeout_s),
-        BaseContext("x86", setup='needs "x86/proofs/base.ml";;\n', cwd=root, startup_timeout_s=startup_timeout_s),
-        BaseContext("s2n-common", cwd=root, startup_timeout_s=startup_timeout_s),
-    )
+# --------------------------------------------------------------------------------------------
+# the bench's rules
 
 
-def problem_files(checkout: Path, arch: str) -> list[Path]:
-    if arch == "common":
-        return sorted(p for p in (checkout / "common").glob("*.ml"))
-    return sorted(p for p in (checkout / arch / "proofs").glob("*.ml") if p.name not in INFRASTRUCTURE)
+def _contains_keyword(keywords: Sequence[str], text: str) -> bool:
+    """The bench's keyword test: ``kw`` after a space or ``(``, or before a space or ``)``;
+    ``kw*`` only after a space."""
+    for kw in keywords:
+        if kw.endswith("*"):
+            if f" {kw[:-1]}" in text:
+                return True
+        elif f" {kw}" in text or f"{kw} " in text or f"({kw}" in text or f"{kw})" in text:
+            return True
+    return False
+
+
+def bench_category(name: str, query: str, arch: str) -> tuple[bool, str]:
+    """``(dropped, category or why)`` of a theorem, by s2n-bignum-bench's rules (module docstring)."""
+    goal = query.strip()
+    first, last = goal.find("`"), goal.rfind("`")
+    if first == -1 or first == last:
+        return True, "the goal is evaluated at runtime"
+    goal = goal[first:last + 1]
+    if "_EQUIV" in name or "SUBROUTINE_SAFE" in name:
+        return True, "not a proof related to functional correctness"
+    if "SUBROUTINE_CORRECT" in name:
+        return True, "a top-level subroutine that just uses the _CORRECT of the core part"
+    text = f" {goal.replace(chr(10), ' ')} "
+    if "_CORRECT" in name and _contains_keyword(["ensures"], text):
+        if arch in ARCHS:
+            return False, f"functional_correctness_{arch}"
+        return True, f"unknown_arch:{arch}"
+    if _contains_keyword(["read", "write", ":>", "nonoverlapping", "nonoverlapping_modulo", "contained",
+                          "contained_modulo"], text):
+        return False, "program_state"
+    if _contains_keyword(["word_*", "word", "val"], text):
+        return False, "bit_vector"
+    return False, "generic"
+
+
+_VAR = re.compile(r"^([A-Z_][A-Z0-9_]*)\s*[:+]?=\s*(.*)$")
+_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def makefile_objects(makefile: Path) -> list[str]:
+    """The words of ``OBJ`` in a Makefile (plain ``VAR = ...`` assignments with ``\\`` continuations)."""
+    values: dict[str, str] = {}
+    text = makefile.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")
+    for line in text.splitlines():
+        m = _VAR.match(line)
+        if m:
+            values[m.group(1)] = m.group(2).split("#", 1)[0]
+
+    def expand(value: str, depth: int = 0) -> str:
+        return value if depth > 20 else _REF.sub(lambda r: expand(values.get(r.group(1), ""), depth + 1), value)
+
+    return expand(values.get("OBJ", "")).split()
+
+
+def proof_files(tree: SourceTree, arch: str) -> list[str]:
+    """The proof files ``make build_proofs`` builds for ``arch``, in the order the bench reads their dumps.
+
+    The bench walks its dump directory with ``os.walk``, whose file order is the file system's; by
+    name is the one order that does not depend on the machine. Without a Makefile (a trimmed
+    checkout), every ``<arch>/proofs/*.ml`` the base does not load.
+    """
+    makefile = tree.root / arch / "Makefile"
+    if makefile.is_file():
+        stems = {Path(o).stem for o in makefile_objects(makefile) if o.endswith(".o")}
+        rels = [f"{arch}/proofs/{s}.ml" for s in stems]
+        return sorted((r for r in rels if (tree.root / r).is_file()), key=lambda r: Path(r).name)
+    base = f"{arch}/proofs/base.ml"
+    in_base = set(tree.closure(base)) if (tree.root / base).is_file() else set()
+    return sorted(str(p.relative_to(tree.root)) for p in (tree.root / arch / "proofs").glob("*.ml")
+                  if str(p.relative_to(tree.root)) not in in_base)
+
+
+@dataclass
+class BenchProblem:
+    """One problem as the bench collects it."""
+
+    id: str
+    theorem: str
+    source: str  # the file that defines it, relative to the checkout
+    phrase: int  # its phrase index in that file
+    line: int
+    query: str  # the goal's source text
+    category: str
+    walk_arch: str  # the architecture whose proof files reached it first: its context's base
+    timed: bool
+    proof: str
+
+    @property
+    def legacy_id(self) -> str:
+        return f"{_toplevel(self.source)}.{Path(self.source).stem}.{self.line}.{self.theorem}"
+
+
+def _toplevel(rel: str) -> str:
+    return Path(rel).parts[0]
+
+
+@dataclass
+class Collection:
+    """What :func:`collect_problems` found: the problems in insertion order, and what it dropped."""
+
+    problems: dict[str, BenchProblem] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)  # id -> why
+    merged: int = 0  # goals equal to an earlier one's (the bench merges them)
+    reordered: int = 0  # equal goals where the bench's ids say it met a later one first
+    files: list[str] = field(default_factory=list)  # the proof files walked
+
+
+def collect_problems(tree: SourceTree, archs: Sequence[str] = ARCHS, prefer: frozenset[str] = frozenset()) -> Collection:
+    """The bench's problems of the checkout (its ids, de-duplication and categories; module docstring).
+
+    Args:
+        prefer: the bench's own ids (its ``timeout-map.json``). The bench keeps the first of equal goals
+            in its ``os.walk`` order, which is its file system's directory order and cannot be had
+            from the checkout; where a later equal goal has one of these ids and the first has not,
+            the later one is kept instead (counted in ``Collection.reordered``).
+    """
+    out = Collection()
+    query_to_key: dict[str, str] = {}
+    dropped_queries: set[str] = set()
+    name_keys: dict[str, list[str]] = {}
+    # A theorem met again (from another proof file's inlining) is always a no-op for the bench, so
+    # each file is walked once: `once` shares the loaded set across every proof file and architecture.
+    loaded: set[tuple[str, str]] = set()
+    walk_arch = ""
+
+    def take(src: SourceFile, index: int, thm: Theorem) -> None:
+        top = _toplevel(src.rel)
+        base_name = f"{top}.{Path(src.rel).stem}.{thm.name}"
+        normalised = " ".join(thm.goal.split())
+        keys = name_keys.setdefault(base_name, [])
+        candidate = base_name if not keys else f"{base_name}.{len(keys)}"
+        owner = query_to_key.get(normalised)
+        if owner is not None or normalised in dropped_queries:
+            # the bench's first of two distinct theorems of one name ends up as NAME.0
+            bench_has = candidate in prefer or (not keys and f"{candidate}.0" in prefer)
+            if not (bench_has and (owner is None or owner not in prefer)):
+                out.merged += owner is not None
+                return
+            out.reordered += 1  # the bench met this one first
+            if owner is not None:
+                del out.problems[owner]
+                out.merged += 1
+            dropped_queries.discard(normalised)
+        if not keys:
+            key = base_name
+        else:
+            if len(keys) == 1 and keys[0] in out.problems:  # the second distinct one: the first becomes .0
+                first = out.problems.pop(keys[0])
+                first.id = f"{base_name}.0"
+                out.problems[first.id] = first
+                query_to_key[" ".join(first.query.split())] = first.id
+                keys[0] = first.id
+            key = f"{base_name}.{len(keys)}"
+        keys.append(key)
+        drop, category = bench_category(thm.name, thm.goal, top)
+        if drop:
+            out.dropped[key] = category
+            dropped_queries.add(normalised)
+            return
+        out.problems[key] = BenchProblem(key, thm.name, src.rel, index, src.line_of(index), thm.goal, category,
+                                         walk_arch, thm.timed, thm.proof)
+        query_to_key[normalised] = key
+
+    def visit(src: SourceFile, index: int) -> None:
+        for thm in src.theorems.get(index, ()):
+            take(src, index, thm)
+
+    for arch in archs:
+        walk_arch = arch
+        for rel in proof_files(tree, arch):
+            out.files.append(rel)
+            fileid = tree.file(rel).fileid
+            if fileid in loaded:
+                continue
+            tree.walk(rel, loaded, visit, once=True)
+            loaded.add(fileid)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# contexts
+
+
+@dataclass(frozen=True)
+class S2nBase:
+    """A base context of the import and the checkout files it has loaded."""
+
+    name: str
+    arch: str
+    setup: str
+    loaded: frozenset[str]  # checkout files (relative) the base loads: never loaded again by a context
+    start: int = 0  # lib bases: the phrase of base.ml where contexts take over
+
+
+def s2n_bases(checkout: str | Path, startup_timeout_s: float = 3600.0,
+              tree: SourceTree | None = None) -> tuple[BaseContext, ...]:
+    """The fork-server bases of an s2n-bignum checkout: ``arm``, ``x86``, ``arm-lib``, ``x86-lib``."""
+    tree = tree or SourceTree(checkout)
+    return tuple(BaseContext(b.name, setup=b.setup, cwd=str(tree.root), startup_timeout_s=startup_timeout_s)
+                 for b in _bases(tree))
+
+
+def _bases(tree: SourceTree) -> list[S2nBase]:
+    out = []
+    for arch in ARCHS:
+        base_ml = f"{arch}/proofs/base.ml"
+        if not (tree.root / base_ml).is_file():
+            continue
+        out.append(S2nBase(arch, arch, f'needs "{base_ml}";;\n', frozenset(tree.closure(base_ml))))
+        src = tree.file(base_ml)
+        first = next((i for i in range(len(src.phrases)) if (ld := src.loads.get(i)) and ld.target), len(src.phrases))
+        setup = "".join(src.phrases[i].text.strip("\n") + ";;\n" for i in range(first))
+        out.append(S2nBase(f"{arch}-lib", arch, setup, frozenset(), start=first))
+    return out
+
+
+class ContextWriter:
+    """Writes the cheated pieces of a base's contexts under ``<dir>/<base>/`` and says how to load them."""
+
+    def __init__(self, tree: SourceTree, base: S2nBase, directory: Path) -> None:
+        self.tree = tree
+        self.base = base
+        self.dir = directory / base.name
+        self._written: set[Path] = set()
+        self.bytes = 0
+
+    def _loaded_ids(self) -> set[tuple[str, str]]:
+        return {self.tree.file(r).fileid for r in self.base.loaded}
+
+    def render(self, src: SourceFile, start: int, stop: int) -> str:
+        """Phrases ``[start, stop)`` of ``src``: proofs cheated, loads of s2n files as loads of their pieces."""
+        out: list[str] = []
+        for i in range(start, stop):
+            load = src.loads.get(i)
+            if load is not None and load.target is not None:
+                if load.kind == "needs" and load.target in self.base.loaded:
+                    continue  # the base has loaded it: a no-op
+                out.append(f'{load.kind} "{self.whole(load.target)}";;\n')
+                continue
+            if load is not None and load.kind == "loads" and load.path == "update_database.ml":
+                continue  # inline_load omits it too: it only indexes theorems for search
+            text = src.phrases[i].text
+            for thm in sorted(src.cheats.get(i, ()), key=lambda t: -t.proof_span[0]):
+                text = text[:thm.proof_span[0]] + CHEAT + text[thm.proof_span[1]:]
+            out.append(text.strip("\n") + ";;\n")
+        return "".join(out)
+
+    def _write(self, path: Path, text: str) -> Path:
+        if path not in self._written:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+            self._written.add(path)
+            self.bytes += len(text)
+        return path
+
+    def whole(self, rel: str) -> Path:
+        """The cheated copy of a whole file (written once, with the copies of what it loads)."""
+        path = self.dir / rel
+        if path in self._written:
+            return path
+        self._written.add(path)  # before rendering: a load cycle must not recurse forever
+        src = self.tree.file(rel)
+        text = self.render(src, 0, len(src.phrases))
+        self._written.discard(path)
+        return self._write(path, text)
+
+    def piece(self, rel: str, start: int, stop: int) -> Path:
+        src = self.tree.file(rel)
+        return self._write(self.dir / f"{rel}.ctx" / f"{start:05d}-{stop:05d}.ml", self.render(src, start, stop))
+
+    def route(self, target: str) -> list[tuple[str, int, int]]:
+        """The pieces ``(file, start, stop)`` that load everything before ``target``'s first phrase.
+
+        On an architecture base the target is its own root. On a lib base the root is ``base.ml``
+        from the base's start: the walk descends into the load that first reaches the target file.
+        """
+        if not self.base.start and target not in self.base.loaded:
+            return []
+        base_ml = f"{self.base.arch}/proofs/base.ml"
+        pieces: list[tuple[str, int, int]] = []
+        loaded: set[tuple[str, str]] = set()
+
+        def descend(rel: str, start: int) -> bool:
+            src = self.tree.file(rel)
+            cut = start
+            for i in range(start, len(src.phrases)):
+                load = src.loads.get(i)
+                if load is None or load.target is None:
+                    continue
+                fileid = self.tree.file(load.target).fileid
+                if load.kind == "needs" and fileid in loaded:
+                    continue
+                if target == load.target or target in self.tree.closure(load.target, set(loaded)):
+                    pieces.append((rel, cut, i))
+                    if load.target == target:
+                        return True
+                    return descend(load.target, 0)
+                self.tree.walk(load.target, loaded, lambda _s, _i: None)
+                loaded.add(fileid)
+            return False
+
+        if not descend(base_ml, self.base.start):
+            raise TaskFormatError(f"{target} is not loaded by {base_ml}")
+        return pieces
+
+    def contexts(self, rel: str, phrases: Sequence[int]) -> dict[int, str]:
+        """The contexts of the problems at ``phrases`` of ``rel``: ``loadt`` of each piece before each.
+
+        The file is cut at those phrases only, so that a file with n problems costs n pieces, and the
+        context of its k-th problem is the route and its first k pieces.
+        """
+        route = [f'loadt "{self.piece(r, a, b)}";;\n' for r, a, b in self.route(rel) if b > a]
+        out: dict[int, str] = {}
+        lines, cut = route, 0
+        for phrase in sorted(set(phrases)):
+            if phrase > cut:
+                lines = [*lines, f'loadt "{self.piece(rel, cut, phrase)}";;\n']
+                cut = phrase
+            out[phrase] = "".join(lines)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# the import
+
+
+def task_statement(query: str) -> str | None:
+    """The query as a task statement (one backquoted term), or None when it is an ML expression."""
+    text = query.strip()
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    if len(text) >= 3 and text.startswith("`") and text.endswith("`") and "`" not in text[1:-1]:
+        return text
+    return None
 
 
 @dataclass
 class S2nImportReport:
+    """What the import did: counts per architecture and category, and why problems gave no task."""
+
     checkout: str
     hol_dir: str
-    files: dict[str, str] = field(default_factory=dict)  # relative path -> "N tasks" or why none
+    proof_files: int = 0
+    collected: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    merged: int = 0
+    reordered: int = 0  # duplicate goals kept under the bench's id rather than the first met here
+    per_arch_category: dict[str, dict[str, int]] = field(default_factory=dict)
+    not_a_term: list[str] = field(default_factory=list)  # queries that are ML expressions: no task
+    bases: dict[str, int] = field(default_factory=dict)  # base -> tasks on it
+    contexts_dir: str = ""
+    contexts_bytes: int = 0
+    missing_objects: dict[str, list[str]] = field(default_factory=dict)  # object -> task ids needing it
+    bench: dict[str, Any] = field(default_factory=dict)  # the comparison with timeout-map.json
     kept: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=dict)
     false_rejections: list[str] = field(default_factory=list)
+    validated: bool = False
+    seconds: float = 0.0
 
     def render(self) -> str:
-        lines = [f"s2n-bignum import from {self.checkout} with HOL Light at {self.hol_dir}: "
-                 f"{sum(self.kept.values())} tasks",
-                 "kept per category: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kept.items()))]
-        lines += [f"  {rel}: {status}" for rel, status in sorted(self.files.items())]
-        lines += [f"  excluded {n:4d}: {why}" for why, n in sorted(self.excluded.items(), key=lambda kv: -kv[1])]
+        lines = [f"s2n-bignum from {self.checkout}: {self.collected} problems from {self.proof_files} proof files "
+                 f"({self.merged} duplicate goals merged, {sum(self.dropped.values())} dropped"
+                 + (f", {self.reordered} duplicates kept under the bench's id" if self.reordered else "") + ")"]
+        cats = [c for c in CATEGORIES if any(c in row for row in self.per_arch_category.values())]
+        lines.append(f"  {'':8s}" + "".join(f"{c:>28s}" for c in cats) + f"{'total':>8s}")
+        for arch, row in sorted(self.per_arch_category.items()):
+            lines.append(f"  {arch:8s}" + "".join(f"{row.get(c, 0):28d}" for c in cats) + f"{sum(row.values()):8d}")
+        for why, n in sorted(self.dropped.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  dropped {n:5d}: {why}")
+        if self.not_a_term:
+            lines.append(f"  {len(self.not_a_term)} goals are ML expressions, not one quotation: no task "
+                         f"(e.g. {self.not_a_term[0]})")
+        lines.append("  tasks per base: " + ", ".join(f"{b} {n}" for b, n in sorted(self.bases.items())))
+        lines.append(f"  contexts: {self.contexts_bytes / 2**20:.1f} MiB of cheated pieces in {self.contexts_dir}")
+        for arch in sorted({_toplevel(o) for o in self.missing_objects}):
+            objs = sorted(o for o in self.missing_objects if _toplevel(o) == arch)
+            n = len({i for o in objs for i in self.missing_objects[o]})
+            lines.append(f"  {len(objs)} {arch} object files are not built ({n} tasks read them, e.g. {objs[0]}); "
+                         "build them: " + OBJECT_BUILD.get(arch, "make").format(checkout=self.checkout))
+        if self.bench:
+            b = self.bench
+            lines.append(f"  against the bench's timeout-map.json ({b['bench_total']} ids): {b['matched']} matched, "
+                         f"{b['missing']} missing, {b['extra']} extra")
+        if self.validated:
+            lines.append("kept per category: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kept.items())))
+            lines += [f"  excluded {n:4d}: {why}" for why, n in sorted(self.excluded.items(), key=lambda kv: -kv[1])]
+            lines.append(f"whitelist false rejections of reference proofs: {len(self.false_rejections)}")
+        else:
+            lines.append("NOT validated (pass --validate with a HOL Light new enough for s2n-bignum)")
+        lines.append(f"took {self.seconds:.0f} s")
         return "\n".join(lines)
 
 
+def compare_with_bench(tasks_ids: Sequence[str], categories: dict[str, str], bench_ids: Sequence[str]) -> dict:
+    """Matched / missing / extra ids per architecture and category (missing ones by their id's arch)."""
+    ours, theirs = set(tasks_ids), set(bench_ids)
+    table: dict[str, dict[str, int]] = {}
+    for pid in ours:
+        row = table.setdefault(f"{pid.split('.')[0]} {categories[pid]}", Counter())
+        row["matched" if pid in theirs else "extra"] += 1
+    for pid in theirs - ours:
+        table.setdefault(f"{pid.split('.')[0]} (missing)", Counter())["missing"] += 1
+    return {"bench_total": len(theirs), "matched": len(ours & theirs), "missing": len(theirs - ours),
+            "extra": len(ours - theirs), "per_arch_category": {k: dict(v) for k, v in sorted(table.items())},
+            "missing_ids": sorted(theirs - ours), "extra_ids": sorted(ours - theirs)}
+
+
+_ELF = re.compile(r'define_assert_from_elf\s+"[^"]*"\s+"([^"]+)"')
+
+
 def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARCHS,
-               files: Sequence[str] | None = None, validate: bool = True, workers: int = 1,
-               rule: TimeoutRule | None = None, verifier: Any = None,
+               timeout_map: str | Path | None = None, contexts_dir: str | Path | None = None,
+               validate: bool = False, workers: int = 1, rule: TimeoutRule | None = None,
+               verifier: Any = None, limit: int | None = None,
                progress: bool = True) -> tuple[list[Task], S2nImportReport]:
-    """Extract (and validate) the problems of ``checkout``; ``files`` restricts to these relative paths."""
+    """The tasks of an s2n-bignum checkout, and the import's report (validated when ``validate``).
+
+    Args:
+        timeout_map: the bench's ``timeout-map.json``: its timeouts are the tasks', and the report
+            compares its ids with the import's.
+        contexts_dir: where the cheated context pieces go; inside the checkout (the HOL Light
+            sandbox binds only the checkout), default ``<checkout>/.proofgym-contexts``.
+        limit: validate only the first N tasks of each base (a quick try).
+    """
+    start_time = time.monotonic()
+    tree = SourceTree(checkout)
+    if not (tree.root / "arm").is_dir() and not (tree.root / "x86").is_dir():
+        raise TaskFormatError(f"{tree.root} is not an s2n-bignum checkout (no arm/ or x86/ directory)")
+    cdir = Path(contexts_dir).resolve() if contexts_dir else tree.root / CONTEXTS_DIR
+    if not cdir.is_relative_to(tree.root):
+        raise TaskFormatError(f"--contexts-dir {cdir} must be inside the checkout {tree.root}: the HOL Light "
+                              "sandbox can read only the checkout")
+    report = S2nImportReport(str(tree.root), hol_dir, contexts_dir=str(cdir))
+    bench: dict[str, dict] = {}
+    if timeout_map:
+        bench = {e["problem_id"]: e for e in json.loads(Path(timeout_map).read_text(encoding="utf-8"))}
+    collection = collect_problems(tree, archs, prefer=frozenset(bench))
+    report.proof_files = len(collection.files)
+    report.collected = len(collection.problems)
+    report.merged = collection.merged
+    report.dropped = dict(Counter(collection.dropped.values()))
+    report.reordered = collection.reordered
+    bases = {b.name: b for b in _bases(tree)}
+    writers = {name: ContextWriter(tree, b, cdir) for name, b in bases.items()}
+    contexts: BaseContext | None = None
+    base_defs = {b.name: b for b in s2n_bases(tree.root, tree=tree)}
+    def base_of(problem: BenchProblem) -> str:
+        return problem.walk_arch + ("-lib" if problem.source in bases[problem.walk_arch].loaded else "")
+
+    cuts: dict[tuple[str, str], list[int]] = {}
+    for problem in collection.problems.values():
+        cuts.setdefault((base_of(problem), problem.source), []).append(problem.phrase)
+    contexts_of = {key: writers[key[0]].contexts(key[1], phrases) for key, phrases in cuts.items()}
+    tasks: list[Task] = []
+    for problem in collection.problems.values():
+        report.per_arch_category.setdefault(problem.id.split(".")[0], Counter())[problem.category] += 1
+        statement = task_statement(problem.query)
+        if statement is None:
+            report.not_a_term.append(problem.id)
+            continue
+        base_name = base_of(problem)
+        context = contexts_of[(base_name, problem.source)][problem.phrase]
+        timeout = float(bench[problem.id]["timeout_sec"]) if problem.id in bench else TimeoutRule().lo_s
+        contexts = base_defs[base_name]
+        metadata: dict[str, Any] = {
+            "source": problem.source, "line": problem.line, "theorem": problem.theorem, "base": base_name,
+            "arch": problem.walk_arch, "legacy_id": problem.legacy_id, "timed": problem.timed,
+            "base_setup": contexts.setup, "base_cwd": contexts.cwd}
+        if problem.id in bench:
+            metadata["bench_prove_s"] = bench[problem.id]["prove_secs"]
+        objects = _objects_needed(tree, problem)
+        if objects:
+            metadata["objects"] = objects
+            for obj in objects:
+                if not (tree.root / obj).is_file():
+                    report.missing_objects.setdefault(obj, []).append(problem.id)
+        tasks.append(Task(id=problem.id, system="hol_light", context=context, statement=statement,
+                          reference_proof=problem.proof, category=problem.category, timeout_s=timeout,
+                          suite=SUITE_NAME, metadata=metadata))
+    report.per_arch_category = {k: dict(v) for k, v in report.per_arch_category.items()}
+    report.bases = dict(Counter(t.metadata["base"] for t in tasks))
+    report.contexts_bytes = sum(w.bytes for w in writers.values())
+    if bench:
+        report.bench = compare_with_bench(list(collection.problems),
+                                          {p.id: p.category for p in collection.problems.values()}, list(bench))
+    if validate:
+        tasks = _validate(tasks, report, hol_dir=hol_dir, tree=tree, workers=workers, rule=rule, verifier=verifier,
+                          limit=limit, progress=progress, timed_by_bench=bool(bench))
+    report.seconds = time.monotonic() - start_time
+    return tasks, report
+
+
+def _objects_needed(tree: SourceTree, problem: BenchProblem) -> list[str]:
+    """The object files the problem's context reads (``define_assert_from_elf`` in its file before it)."""
+    src = tree.file(problem.source)
+    found = []
+    for ph in src.phrases[:problem.phrase]:
+        found += _ELF.findall(ph.text)
+    return list(dict.fromkeys(found))
+
+
+def missing_object_message(task: Task, checkout: str) -> str | None:
+    """One line naming the object files a task's context reads that are not built, and how to build them."""
+    missing = [o for o in task.metadata.get("objects", ()) if not (Path(checkout) / o).is_file()]
+    if not missing:
+        return None
+    how = OBJECT_BUILD.get(_toplevel(missing[0]), "make").format(checkout=checkout)
+    return f"object file {', '.join(missing)} is not built (its context reads it); build it: {how}"
+
+
+def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree: SourceTree, workers: int,
+              rule: TimeoutRule | None, verifier: Any, limit: int | None, progress: bool,
+              timed_by_bench: bool) -> list[Task]:
     from proofgym.envs.tasks.hol_build import validate_tasks
     from proofgym.envs.verifiers.hol_light import HolLightVerifier
 
-    checkout = Path(checkout).resolve()
-    report = S2nImportReport(str(checkout), hol_dir)
     rule = rule or TimeoutRule()
-    seen: set[str] = set()
-    per_base: dict[str, list[Task]] = {}
-    for arch in archs:
-        for path in problem_files(checkout, arch):
-            rel = str(path.relative_to(checkout))
-            if files is not None and rel not in files:
-                continue
-            extraction = ExtractionReport()
-            tasks = extract_file(path, rel=rel, arch=arch, suite=SUITE_NAME, base=BASE_OF[arch],
-                                 report=extraction, seen_goals=seen)
-            report.files[rel] = f"{len(tasks)} tasks extracted" if tasks else "no prove(`goal`, tactic) phrase"
-            per_base.setdefault(BASE_OF[arch], []).extend(tasks)
-    if not validate:
-        kept = [t for ts in per_base.values() for t in ts]
-        report.kept = dict(Counter(t.category for t in kept))
-        return kept, report
-    owned = verifier is None
-    verifier = verifier or HolLightVerifier(hol_dir=hol_dir, bases=s2n_bases(checkout), progress=progress)
-    kept: list[Task] = []
     excluded: Counter = Counter()
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    runnable: dict[str, list[Task]] = {}
+    for task in tasks:
+        why = missing_object_message(task, str(tree.root))
+        if why:
+            excluded[why.split(" (")[0]] += 1
+            continue
+        runnable.setdefault(task.metadata["base"], []).append(task)
+    owned = verifier is None
+    verifier = verifier or HolLightVerifier(hol_dir=hol_dir, bases=s2n_bases(tree.root, tree=tree),
+                                            progress=progress)
+    kept: list[Task] = []
     try:
-        for base, tasks in per_base.items():
+        for base, group in sorted(runnable.items()):
+            group = group[:limit] if limit else group
             try:
                 verifier.server(base)
             except VerifierError as exc:
-                first = next((ln for ln in str(exc).splitlines() if "rror" in ln or "nbound" in ln),
-                             str(exc).splitlines()[0])
-                why = (f"base context {base!r} does not load on this HOL Light ({first.strip()[:160]}); "
-                       "s2n-bignum needs a recent (2026) HOL Light: pass --hol-dir")
-                for t in tasks:
-                    report.files[t.metadata["source"]] = why
-                excluded[f"base {base} does not load"] += len(tasks)
+                first = str(exc).splitlines()[0]
+                excluded[f"base {base} does not load ({first[:160]})"] += len(group)
                 continue
-            before = {t.id for t in kept}
-            kept += validate_tasks(tasks, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
-                                   false_rejections=report.false_rejections)
-            for rel in {t.metadata["source"] for t in tasks}:
-                n = sum(1 for t in kept if t.id not in before and t.metadata["source"] == rel)
-                total = sum(1 for t in tasks if t.metadata["source"] == rel)
-                report.files[rel] = f"{n}/{total} tasks validated"
+            done = validate_tasks(group, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
+                                  false_rejections=report.false_rejections)
+            if timed_by_bench:  # the bench's timeouts stand; the measured time is metadata
+                by_id = {t.id: t for t in group}
+                done = [replace(t, timeout_s=by_id[t.id].timeout_s) for t in done]
+            kept += done
     finally:
         if owned:
             verifier.close()
+    report.validated = True
     report.kept = dict(Counter(t.category for t in kept))
     report.excluded = dict(excluded)
-    return kept, report
+    return kept
+
+
+def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: str = "",
+              timeout_map: str | None = None, validate: bool = False, workers: int = 1, limit: int | None = None,
+              progress: bool = True, **_: Any) -> S2nImportReport:
+    """``proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]``: write the suite and its report."""
+    from proofgym.envs.tasks.suites import suite_dir, write_tasks
+
+    if not checkout:
+        raise TaskFormatError("name the s2n-bignum checkout: proofgym build s2n-bignum --checkout DIR --hol-dir DIR")
+    out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"
+    tasks, report = import_s2n(checkout, hol_dir=hol_dir, timeout_map=timeout_map, validate=validate,
+                               workers=workers, limit=limit, progress=progress)
+    write_tasks(out, tasks)
+    out.with_name(out.stem + ".report.json").write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    from proofgym.envs.tasks.suites import write_tasks
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkout", help="an s2n-bignum checkout")
-    ap.add_argument("--hol-dir", required=True, help="a HOL Light installation new enough for s2n-bignum")
-    ap.add_argument("--arch", action="append", choices=ARCHS, help="architectures (default: all)")
-    ap.add_argument("--file", action="append", help="only these files (relative to the checkout)")
+    ap.add_argument("--hol-dir", default="", help="a HOL Light installation new enough for s2n-bignum (--validate)")
+    ap.add_argument("--timeout-map", help="the bench's timeout-map.json: its timeouts, and an id comparison")
     ap.add_argument("--out", default=f"{SUITE_NAME}.jsonl")
+    ap.add_argument("--validate", action="store_true", help="keep a task only if its reference is OK and "
+                    "CHEAT_TAC is CHEATING (loads the bases: 15-25 minutes each on 2 cores)")
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--k-small", type=float, default=2.0, help="timeout factor when the reference takes < 120 s")
-    ap.add_argument("--k-large", type=float, default=5.0)
-    ap.add_argument("--no-validate", action="store_true")
+    ap.add_argument("--limit", type=int, default=0, help="validate only the first N tasks of each base")
     args = ap.parse_args(argv)
-    tasks, report = import_s2n(args.checkout, hol_dir=args.hol_dir, archs=args.arch or ARCHS, files=args.file,
-                               validate=not args.no_validate, workers=args.workers,
-                               rule=TimeoutRule(k_small=args.k_small, k_large=args.k_large))
-    write_tasks(args.out, tasks)
-    Path(args.out).with_suffix(".report.json").write_text(json.dumps(report.__dict__, indent=2))
+    report = build_s2n(Path(args.out), checkout=args.checkout, hol_dir=args.hol_dir, timeout_map=args.timeout_map,
+                       validate=args.validate, workers=args.workers, limit=args.limit or None)
     print(report.render())
     return 0
 
