@@ -4,35 +4,29 @@ One :class:`IdeTop` is one long-lived prover process. Calls are synchronous;
 feedback messages that arrive before a call's ``<value>`` are collected with it.
 A read deadline guards every call (a missing final ``.`` or a looping tactic
 otherwise blocks forever); at the deadline the computation is interrupted with
-SIGINT, and the process is killed if it does not answer.
+SIGINT, and the process is killed if it does not answer. The process, its reader,
+stderr tail and kill are a :class:`~proofgym.envs.verifiers.warm.WarmProcess`.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import re
-import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 from xml.sax.saxutils import escape
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import Goal
-from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess
+from proofgym.envs.verifiers.sandbox import Sandbox
+from proofgym.envs.verifiers.warm import DeadlinePassed, WarmProcess
 
 _ENTITIES = {"&nbsp;": " "}
 _INVALID_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-class CallTimeout(Exception):
-    """A call did not answer before its deadline (the process may have been interrupted)."""
-
-
-class ProcessDied(Exception):
-    """The prover process exited while a call was in flight."""
 
 
 @dataclass
@@ -52,117 +46,91 @@ def richpp_text(elem: ET.Element | None) -> str:
     return "".join(elem.itertext())
 
 
+def read_elements(stream: IO[bytes]) -> Iterator[ET.Element]:
+    """coqidetop's stdout as its top-level XML elements (``<value>``, ``<feedback>``, ``<message>``)."""
+    parser = ET.XMLPullParser(events=("start", "end"))
+    parser.feed("<root>")
+    depth = 0
+    root: ET.Element | None = None
+    pending = ""
+    try:
+        while True:
+            chunk = os.read(stream.fileno(), 1 << 16)
+            if not chunk:
+                break
+            pending += chunk.decode("utf-8", errors="replace")
+            # Hold back a possibly split entity.
+            amp = pending.rfind("&")
+            if amp != -1 and ";" not in pending[amp:]:
+                text, pending = pending[:amp], pending[amp:]
+            else:
+                text, pending = pending, ""
+            for ent, rep in _ENTITIES.items():
+                text = text.replace(ent, rep)
+            # coqidetop echoes characters that XML forbids (a proof can print U+FFFF): replace them.
+            text = _INVALID_XML.sub("\uFFFD", text)
+            parser.feed(text)
+            for event, elem in parser.read_events():
+                if event == "start":
+                    if depth == 0:
+                        root = elem
+                    depth += 1
+                    continue
+                depth -= 1
+                if depth == 1:
+                    yield elem
+                    root.remove(elem)  # keep memory flat over a long session
+    except ET.ParseError:
+        pass  # garbage on the protocol channel: the same as the end of the output
+
+
 class IdeTop:
-    """One sandboxed ``coqidetop`` process."""
+    """One sandboxed ``coqidetop`` process.
+
+    ``max_rss_bytes``: :meth:`worn_out` once the prover holds more resident memory than this.
+    """
 
     def __init__(self, sandbox: Sandbox, workdir: Path, *, binary: str = "coqidetop.opt",
                  args: tuple[str, ...] = (), start_timeout_s: float = 60.0,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, max_rss_bytes: int = 0) -> None:
         self.workdir = workdir
-        self._proc: SandboxedProcess = sandbox.popen(
-            [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args], workdir=workdir, env=env
-        )
-        self._queue: queue.Queue[ET.Element | None] = queue.Queue()
-        self._stderr: list[str] = []
-        self._reader = threading.Thread(target=self._read_loop, daemon=True)
-        self._reader.start()
-        self._err_reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._err_reader.start()
-        self.closed = False
+        self._warm: WarmProcess[ET.Element] = WarmProcess(
+            sandbox, [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args], workdir=workdir,
+            env=env, name="coqidetop", read=read_elements, max_rss_bytes=max_rss_bytes)
         init = self.call('<call val="Init"><option val="none"/></call>', timeout_s=start_timeout_s)
         if not init.good:
             raise VerifierCrashed(f"coqidetop refused Init: {init.error}")
         self.root_state = int(init.value.find("state_id").get("val"))
 
+    @property
+    def closed(self) -> bool:
+        return self._warm.closed
+
     # -- transport ---------------------------------------------------------------------------
-    def _read_loop(self) -> None:
-        stream = self._proc.proc.stdout
-        parser = ET.XMLPullParser(events=("start", "end"))
-        parser.feed("<root>")
-        depth = 0
-        root: ET.Element | None = None
-        pending = ""
-        try:
-            while True:
-                chunk = os.read(stream.fileno(), 1 << 16)
-                if not chunk:
-                    break
-                pending += chunk.decode("utf-8", errors="replace")
-                # Hold back a possibly split entity.
-                amp = pending.rfind("&")
-                if amp != -1 and ";" not in pending[amp:]:
-                    text, pending = pending[:amp], pending[amp:]
-                else:
-                    text, pending = pending, ""
-                for ent, rep in _ENTITIES.items():
-                    text = text.replace(ent, rep)
-                # coqidetop echoes characters that XML forbids (a proof can print U+FFFF): replace them.
-                text = _INVALID_XML.sub("\uFFFD", text)
-                parser.feed(text)
-                for event, elem in parser.read_events():
-                    if event == "start":
-                        if depth == 0:
-                            root = elem
-                        depth += 1
-                        continue
-                    depth -= 1
-                    if depth == 1:
-                        self._queue.put(elem)
-                        root.remove(elem)  # keep memory flat over a long session
-        except (OSError, ET.ParseError):
-            pass
-        finally:
-            self._queue.put(None)
-
-    def _read_stderr(self) -> None:
-        stream = self._proc.proc.stderr
-        try:
-            for line in iter(stream.readline, b""):
-                if len(self._stderr) < 200:
-                    self._stderr.append(line.decode("utf-8", errors="replace").rstrip())
-        except (OSError, ValueError):
-            pass
-
-    def _write(self, xml: str) -> None:
-        try:
-            self._proc.proc.stdin.write(xml.encode("utf-8"))
-            self._proc.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            raise ProcessDied(f"coqidetop stdin closed: {exc}") from None
-
     def call(self, xml: str, *, timeout_s: float) -> Reply:
         """Send one call; collect feedback until its ``<value>``.
 
         Raises:
-            CallTimeout: no answer by the deadline; the computation was interrupted
+            DeadlinePassed: no answer by the deadline; the computation was interrupted
                 (``self.closed`` is True if the process had to be killed).
             ProcessDied: the process exited.
         """
-        if self.closed:
-            raise ProcessDied("coqidetop was closed")
-        self._write(xml)
+        self._warm.send(xml.encode("utf-8"))
         deadline = time.monotonic() + timeout_s
         messages: list[tuple[str, str]] = []
         loaded: list[str] = []
         interrupted = False
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and not interrupted:
+            try:
+                elem = self._warm.receive(deadline)
+            except DeadlinePassed:
+                if interrupted:
+                    self.kill()
+                    raise DeadlinePassed("coqidetop did not answer an interrupt; killed") from None
                 interrupted = True
-                self._proc.interrupt()
+                self._warm.interrupt()
                 deadline = time.monotonic() + 2.0
                 continue
-            if remaining <= 0 and interrupted:
-                self.kill()
-                raise CallTimeout("coqidetop did not answer an interrupt; killed")
-            try:
-                elem = self._queue.get(timeout=max(0.0, remaining))
-            except queue.Empty:
-                continue
-            if elem is None:
-                self.closed = True
-                tail = " | ".join(self._stderr[-5:])
-                raise ProcessDied(f"coqidetop exited{': ' + tail if tail else ''}")
             if elem.tag == "feedback":
                 content = elem.find("feedback_content")
                 kind = content.get("val") if content is not None else ""
@@ -185,7 +153,7 @@ class IdeTop:
             good = elem.get("val") == "good"
             error = "" if good else richpp_text(elem.find("richpp")).strip()
             if interrupted:
-                raise CallTimeout("interrupted at the deadline")
+                raise DeadlinePassed("interrupted at the deadline")
             return Reply(good, elem, messages, error, loaded)
 
     # -- protocol ----------------------------------------------------------------------------
@@ -240,25 +208,21 @@ class IdeTop:
 
     def kill(self) -> None:
         """Kill the prover's whole tree, let the readers see EOF, and close our pipe ends. Idempotent."""
-        self.closed = True
-        self._proc.kill()
-        for reader in (self._reader, self._err_reader):
-            if reader is not threading.current_thread():
-                reader.join(timeout=5.0)  # the tree is dead, so EOF is immediate unless a stray holds the pipe
-        self._proc.close()  # no pipe is left for the garbage collector (ResourceWarning)
+        self._warm.kill()
 
     close = kill
 
+    def worn_out(self) -> str | None:
+        """Why this prover should be replaced before its next check (too much memory), or None."""
+        return self._warm.worn_out()
+
     def program_pids(self) -> list[int]:
         """Pids of the prover itself (inside the sandbox), for memory accounting."""
-        try:
-            return list(self._proc.program_pids(wait_s=0.0)) or [self._proc.pid]
-        except Exception:  # noqa: BLE001 - accounting must never break a check
-            return [self._proc.pid]
+        return self._warm.program_pids()
 
     @property
     def pid(self) -> int:
-        return self._proc.pid
+        return self._warm.pid
 
 
 @dataclass(frozen=True)

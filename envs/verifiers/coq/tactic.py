@@ -24,10 +24,11 @@ from pathlib import Path
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
-from proofgym.envs.verifiers.coq.idetop import CallTimeout, GoalSnapshot, IdeTop, ProcessDied
+from proofgym.envs.verifiers.coq.idetop import GoalSnapshot, IdeTop
 from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
 from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
+from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
 
 ADMIT = "admit."
 
@@ -63,14 +64,13 @@ class CoqTacticSession:
             self._ide.kill()
         cfg = self.verifier.config
         ide = IdeTop(self.verifier.sandbox, self._workdir, binary=cfg.coqidetop, args=cfg.extra_args,
-                     env=self.verifier._prover_env())  # noqa: SLF001 - same package
+                     env=self.verifier.prover_env())
         self._ide = ide
         try:
             sentences = split_sentences(self.task.context)
         except CoqLexError as exc:
             raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
-        self.verifier._load(ide, ide.root_state, sentences, self.task.context)  # noqa: SLF001
-        base = self.verifier._last_state  # noqa: SLF001
+        base, _ = self.verifier.load_context(ide, ide.root_state, sentences)
         sid, reply = ide.add(self.task.statement, base, timeout_s=60)
         snap, reply2 = ide.goal_snapshot(timeout_s=max(60.0, self.task.timeout_s))
         if sid is None or snap is None:
@@ -208,7 +208,7 @@ class CoqTacticSession:
                     if category in (ErrorCategory.SYNTAX, ErrorCategory.TIMEOUT):
                         category = ErrorCategory.LOGIC
                     return StepResult(False, start, error, Verdict.FAIL, category)
-        except CallTimeout:
+        except DeadlinePassed:
             self._restart_after_failure()
             return StepResult(False, start, f"no answer within {timeout_s:.1f}s", Verdict.TIMEOUT,
                               ErrorCategory.TIMEOUT)

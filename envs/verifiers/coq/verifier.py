@@ -44,12 +44,19 @@ from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatEr
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
-from proofgym.envs.verifiers.coq.idetop import CallTimeout, IdeTop, ProcessDied, Reply
-from proofgym.envs.verifiers.coq.lexer import CoqLexError, command_head, open_blocks, split_sentences, update_blocks
+from proofgym.envs.verifiers.coq.idetop import IdeTop, Reply
+from proofgym.envs.verifiers.coq.lexer import (
+    CoqLexError,
+    Sentence,
+    command_head,
+    open_blocks,
+    split_sentences,
+    update_blocks,
+)
 from proofgym.envs.verifiers.coq.proof import STATEMENT_RE, NormalizedProof, ProofRejected, normalize_proof
 from proofgym.envs.verifiers.coq.tactic import CoqTacticSession, Localization, localize
-from proofgym.envs.verifiers.procfs import rss_bytes
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
+from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
 
 HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
 #: Loads CoqHammer's reconstruction tactics (sauto, ...) and the hammer itself; pass as ``prelude``.
@@ -260,7 +267,7 @@ class CoqVerifier(ProverVerifier):
             for name in request.names:
                 try:
                     full, loaded = _locate_library(session.ide, name, session.base)
-                except (ProcessDied, CallTimeout) as exc:
+                except (ProcessDied, DeadlinePassed) as exc:
                     self._drop(session)
                     raise VerifierCrashed(f"coqidetop failed on Locate Library: {exc}") from None
                 if full and request.root and not (full == request.root or full.startswith(request.root + ".")):
@@ -303,17 +310,17 @@ class CoqVerifier(ProverVerifier):
             if key and not key[-1].isspace() and context[len(key):][:1] not in ("", " ", "\n", "\t"):
                 continue
             try:
-                self._load(cand.ide, cand.base, extra, context)
+                state, loaded = self.load_context(cand.ide, cand.base, extra)
                 del self._sessions[key]
-                cand.base = self._last_state
+                cand.base = state
                 cand.context = context
-                cand.loaded |= self._last_loaded
+                cand.loaded |= loaded
                 self._sessions[context] = cand
                 self.stats["session_reuse"] += 1
                 return cand
             except ContextLoadError:
                 raise
-            except (ProcessDied, CallTimeout):
+            except (ProcessDied, DeadlinePassed):
                 cand.ide.kill()
                 del self._sessions[key]
                 break
@@ -327,28 +334,34 @@ class CoqVerifier(ProverVerifier):
             raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
         try:
             ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args,
-                         env=self._prover_env())
-        except (ProcessDied, CallTimeout) as exc:
+                         env=self.prover_env(), max_rss_bytes=self.config.max_session_rss)
+        except (ProcessDied, DeadlinePassed) as exc:
             raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
         self.stats["sessions_started"] += 1
         try:
-            self._load(ide, ide.root_state, sentences, context)
+            state, loaded = self.load_context(ide, ide.root_state, sentences)
         except BaseException:
             ide.kill()
             raise
-        session = _Session(context, ide, self._last_state, set(self._last_loaded), workdir, len(sentences))
+        session = _Session(context, ide, state, loaded, workdir, len(sentences))
         self._sessions[context] = session
         return session
 
-    def _load(self, ide: IdeTop, state: int, sentences: list, context: str) -> None:
-        """Add and execute context sentences after ``state``; sets ``_last_state``/``_last_loaded``."""
+    def load_context(self, ide: IdeTop, state: int, sentences: list[Sentence]) -> tuple[int, set[str]]:
+        """Add and execute context ``sentences`` after ``state`` in ``ide`` (a session of this verifier's, or a
+        tactic session's); returns the state after them and the libraries they loaded.
+
+        Raises:
+            ContextLoadError: the context does not parse or fails in Coq (the task is broken).
+            VerifierCrashed: the prover timed out or died while loading it.
+        """
         deadline = time.monotonic() + self.config.context_timeout_s
         loaded: set[str] = set()
         ide.edit_at(state, timeout_s=60)
         for s in sentences:
             try:
                 new, reply = ide.add(s.text, state, timeout_s=max(1.0, deadline - time.monotonic()))
-            except CallTimeout:
+            except DeadlinePassed:
                 raise VerifierCrashed("coqidetop timed out while parsing the context") from None
             except ProcessDied as exc:
                 raise VerifierCrashed(f"coqidetop died while loading the context: {exc}") from None
@@ -358,7 +371,7 @@ class CoqVerifier(ProverVerifier):
             state = new
         try:
             reply = ide.status(timeout_s=max(1.0, deadline - time.monotonic()))
-        except CallTimeout:
+        except DeadlinePassed:
             raise VerifierCrashed(
                 f"loading the context took more than context_timeout_s={self.config.context_timeout_s}s"
             ) from None
@@ -367,15 +380,14 @@ class CoqVerifier(ProverVerifier):
         if not reply.good:
             raise ContextLoadError(f"context fails in Coq: {reply.error[:300]}")
         loaded.update(reply.loaded)
-        self._last_state = state
-        self._last_loaded = loaded
+        return state, loaded
 
     def _run_attempt(self, task: Task, normalized: NormalizedProof) -> _Outcome:
         for attempt in range(2):
             session = self._session(task.context)
             try:
                 outcome = self._step(session, task, normalized)
-                if outcome.category is ErrorCategory.RESOURCE or self._session_rss(session) > self.config.max_session_rss:
+                if outcome.category is ErrorCategory.RESOURCE or session.ide.worn_out():
                     # An OCaml heap that grew to its limit stays grown: later checks would fail with
                     # "Out of memory" for reasons that are not theirs. Start the next check fresh.
                     self._drop(session)
@@ -385,20 +397,17 @@ class CoqVerifier(ProverVerifier):
                 if attempt == 1:
                     return _Outcome(Verdict.FAIL, ["the prover died while running the proof (resource limits)"],
                                     [str(exc)], category=ErrorCategory.RESOURCE)
-            except CallTimeout:
+            except DeadlinePassed:
                 # An interrupted computation may leave a grown heap or half-updated state behind.
                 self._drop(session)
                 return _Outcome(Verdict.TIMEOUT, [f"no verdict within timeout_s={task.timeout_s}"],
                                 category=ErrorCategory.TIMEOUT)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _prover_env(self) -> dict[str, str]:
-        # CoqHammer's ATP drivers (htimeout, predict) live outside PATH on Debian.
+    def prover_env(self) -> dict[str, str]:
+        """The environment of every Coq process this verifier starts (CoqHammer's ATP drivers, htimeout
+        and predict, live outside PATH on Debian)."""
         return {"PATH": f"{HAMMER_LIBEXEC}:/usr/local/bin:/usr/bin:/bin"}
-
-    def _session_rss(self, session: _Session) -> int:
-        """Resident memory (bytes) of the session's prover processes."""
-        return rss_bytes(session.ide.program_pids())
 
     def _drop(self, session: _Session) -> None:
         session.ide.kill()
@@ -421,7 +430,7 @@ class CoqVerifier(ProverVerifier):
         if goals is None:
             raise ContextLoadError(f"task statement fails in Coq: {reply.error or 'not in proof mode'}")
         if time.monotonic() > deadline:
-            raise CallTimeout("deadline")
+            raise DeadlinePassed("deadline")
         last_goals = goals
         for index, sentence in enumerate(normalized.sentences):
             new, reply = ide.add(sentence, state, timeout_s=left())
@@ -443,13 +452,13 @@ class CoqVerifier(ProverVerifier):
             if is_end:
                 reply = ide.status(timeout_s=left())
                 if time.monotonic() > deadline:
-                    raise CallTimeout("deadline")
+                    raise DeadlinePassed("deadline")
                 if not reply.good:
                     return self._failure(index, sentence, reply, last_goals)
                 return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state)
             goals, reply = ide.goals(timeout_s=left())
             if time.monotonic() > deadline:
-                raise CallTimeout("deadline")
+                raise DeadlinePassed("deadline")
             if goals is None:
                 if reply.good:  # left proof mode without a terminator: cannot happen with the whitelist
                     return _Outcome(Verdict.CHEATING, ["the proof left proof mode early"],
@@ -699,7 +708,7 @@ class CoqVerifier(ProverVerifier):
             (workdir / "ProofgymSubmission.v").write_text(source, encoding="utf-8")
             args = list(self.config.extra_args)
             run = self.sandbox.run([self.config.coqc, "-q", "-time", *args, "-Q", ".", "PG", "ProofgymSubmission.v"],
-                                   workdir=workdir, timeout_s=timeout_s, env=self._prover_env())
+                                   workdir=workdir, timeout_s=timeout_s, env=self.prover_env())
             if run.timed_out:
                 return None
             out = run.stdout + run.stderr

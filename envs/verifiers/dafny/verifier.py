@@ -78,8 +78,9 @@ from proofgym.envs.verifiers.dafny.integrity import (
 )
 from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, Token, normalize_source, tokenize
 from proofgym.envs.verifiers.dafny.output import DafnyOutput, parse_output, primary_category
-from proofgym.envs.verifiers.dafny.server import DafnyServer, ServerDied, ServerTimeout
+from proofgym.envs.verifiers.dafny.server import DafnyServer
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
+from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
 
 __all__ = ["DafnyConfig", "DafnyVerifier", "dafny_available", "find_z3"]
 
@@ -219,7 +220,6 @@ class DafnyVerifier(ProverVerifier):
         self.sandbox = Sandbox(cfg.limits, use_bwrap=cfg.use_bwrap, ro_binds=ro)
         self._root = Path(tempfile.mkdtemp(prefix="proofgym-dafny-"))
         self._server: DafnyServer | None = None
-        self._server_checks = 0
         self._anchors: dict[str, Anchor] = {}
         self.stats.update({"server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
                            "server_fallbacks": 0, "outer_kills": 0, "translations": 0})
@@ -514,15 +514,16 @@ class DafnyVerifier(ProverVerifier):
         try:
             text = self._server_request("verify", program, self._base_args(timeout_s, no_cheating=no_cheating),
                                         timeout_s + self.config.grace_s, fatal_ok=True)
-        except ServerTimeout:
+        except DeadlinePassed:
             self.stats["outer_kills"] += 1
             return _Run(DafnyOutput(), "server", timed_out=True)
-        except ServerDied:
+        except ProcessDied:
             # The program made Dafny (or z3) crash: a fresh process gives the verdict.
             self.stats["server_fallbacks"] += 1
             return self._cli(program, timeout_s, boogie=True, no_cheating=no_cheating)
-        self._server_checks += 1
         server = self._server
+        if server is not None:
+            server.count_use()
         cpu = max(0.0, server.cpu_s - cpu_before) if server is not None else 0.0  # cgroup accounting: mono + z3
         return _Run(parse_output(text, filename=self.config.filename), "server", cpu_s=cpu)
 
@@ -550,7 +551,7 @@ class DafnyVerifier(ProverVerifier):
         try:
             text = self._server_request("symbols", program, self._symbol_args(timeout_s),
                                         timeout_s + self.config.grace_s, fatal_ok=True)
-        except (ServerTimeout, ServerDied):
+        except (DeadlinePassed, ProcessDied):
             return None
         symbols = parse_symbols(text)
         if symbols is not None and not symbols and parse_output(text, filename=self.config.filename).errors:
@@ -561,20 +562,20 @@ class DafnyVerifier(ProverVerifier):
                         *, fatal_ok: bool = False) -> str:
         """One request to the warm server (started, or restarted, as needed)."""
         server = self._server
-        if server is not None and (not server.alive() or self._server_checks >= self.config.restart_every
+        if server is not None and (not server.alive() or server.worn_out()
                                    or server.cpu_s > 0.8 * self.config.limits.cpu_seconds):
             server.kill()
             server = self._server = None
         if server is None:
             workdir = Path(tempfile.mkdtemp(prefix="server", dir=self._root))
-            server = DafnyServer(self.sandbox, workdir, mono=self._mono, server_exe=self._server_exe)
+            server = DafnyServer(self.sandbox, workdir, mono=self._mono, server_exe=self._server_exe,
+                                 max_uses=self.config.restart_every)
             self._server = server
-            self._server_checks = 0
             self.stats["server_starts"] += 1
         self.stats["server_requests"] += 1
         try:
             return server.request(verb, program, args=args, timeout_s=timeout_s, filename=self.config.filename).text
-        except (ServerTimeout, ServerDied):
+        except (DeadlinePassed, ProcessDied):
             self._server = None
             if not fatal_ok:
                 raise VerifierCrashed(f"DafnyServer failed on a '{verb}' request") from None

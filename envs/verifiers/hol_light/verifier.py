@@ -39,10 +39,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
@@ -50,6 +51,7 @@ from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
+from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied, WarmProcess
 
 logger = logging.getLogger(__name__)
 
@@ -243,12 +245,6 @@ _DIED_UNDER_ATTEMPT = re.compile(
     r"^(the context's zygote died during the attempt|the worker .* without a verdict|could not start a worker)")
 
 
-class _ServerDied(Exception):
-    def __init__(self, message: str, *, late: bool = False) -> None:
-        super().__init__(message)
-        self.late = late  # it was alive but did not answer in time (and was killed): a retry would be late too
-
-
 class HolLightServer:
     """One sandboxed HOL Light root process for one base context. Thread-safe."""
 
@@ -261,9 +257,7 @@ class HolLightServer:
         os.chmod(self.workdir, 0o700)
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
-        self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
-        self._log: deque[str] = deque(maxlen=200)
         self.dead = False
         self.zygotes: OrderedDict[str, int] = OrderedDict()  # context key -> RSS bytes, LRU order
         self.inflight: Counter = Counter()  # context key -> attempts running there (never evicted then)
@@ -277,27 +271,25 @@ class HolLightServer:
         self.sandbox = _HolSandbox(limits, use_bwrap=cfg.use_bwrap, ro_binds=ro, keep_caps=self.uid_separation)
         toplevel = cfg.toplevel or (str(Path(cfg.hol_dir, "ocaml")) if Path(cfg.hol_dir, "ocaml").is_file() else "ocaml")
         self.started = time.monotonic()
+        self._ready = _Pending()
+        self._pending["0"] = self._ready  # before the reader starts: the ready frame may come at once
         try:
-            self.proc: SandboxedProcess = self.sandbox.popen(
-                [toplevel, str(self.workdir / "boot.ml")], workdir=self.workdir,
+            self._warm: WarmProcess[tuple[str, str, list[bytes]]] = WarmProcess(
+                self.sandbox, [toplevel, str(self.workdir / "boot.ml")], workdir=self.workdir,
                 env={"HOLLIGHT_DIR": cfg.hol_dir, "OCAMLRUNPARAM": "s=4M",
                      # boot.ml kills strays it finds in /proc only inside bwrap's own pid namespace
-                     "PROOFGYM_OWN_PID_NS": "1" if self.sandbox.isolated else "0"})
+                     "PROOFGYM_OWN_PID_NS": "1" if self.sandbox.isolated else "0"},
+                name="the HOL Light server", read=self._frames, on_message=self._dispatch,
+                on_stderr=self._on_stderr, on_exit=self._on_exit)
         except FileNotFoundError as exc:
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise ProverNotFound(f"{toplevel} not found ({exc}); install HOL Light: apt-get install hol-light") from None
-        self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True, name="hol-stderr")
-        self._stderr_thread.start()
-        self._ready = _Pending()
-        self._pending["0"] = self._ready
-        self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True, name="hol-stdout")
-        self._stdout_thread.start()
         if not self._wait_ready(heartbeat) or self._ready.frame is None:
             # The reader sets the event when the server's output ends too: say which of the two happened.
             died = self._ready.event.is_set()
             status = self.proc.wait(5) if died else None
-            self._stderr_thread.join(timeout=5)  # the tail of its output, up to its last line
-            tail = "\n".join(list(self._log)[-15:])
+            self._warm.join_stderr(5)  # the tail of its output, up to its last line
+            tail = self.stderr_tail(15)
             self.close()
             if died:
                 raise VerifierCrashed(f"HOL Light base context {base.name!r}: the server died during start-up "
@@ -308,7 +300,7 @@ class HolLightServer:
         tag, _, fields = self._ready.frame
         if tag != "READY" or fields[0].decode() != self.nonce:
             message = fields[0].decode(errors="replace") if fields else "no message"
-            tail = "\n".join(list(self._log)[-15:])
+            tail = self.stderr_tail(15)
             self.close()
             raise VerifierCrashed(f"HOL Light base context {base.name!r} failed to load: {message}\n{tail}")
         names = ("nonce", "hol_version", "ocaml_version", "load_ms", "rss_kb", "whitelist_size", "uid_separation")
@@ -362,48 +354,53 @@ class HolLightServer:
             if self._ready.event.wait(min(left, self.cfg.heartbeat_s) if heartbeat else left):
                 return True
             if heartbeat is not None:
-                last = next((line[11:] for line in reversed(self._log) if line.startswith("[proofgym] ")), "")
+                last = next((line[11:] for line in reversed(self._warm.stderr_lines())
+                             if line.startswith("[proofgym] ")), "")
                 heartbeat(f"hol_light[{self.base.name}]: loading HOL Light base {self.base.name!r} (about 2 min for "
                           f"plain HOL Light, more for large bases; {time.monotonic() - self.started:.0f} s so far)"
                           + (f"; last: {last}" if last else ""))
 
-    # -- I/O threads ----------------------------------------------------------------------------
-    def _read_stderr(self) -> None:
-        stream = self.proc.proc.stderr
-        assert stream is not None  # noqa: S101 - popen gives pipes
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self._log.append(line)
-            if line.startswith("[proofgym] "):
-                logger.info("hol_light[%s]: %s", self.base.name, line[11:])
-                if self.progress is not None:
-                    self.progress(f"hol_light[{self.base.name}]: {line[11:]}")
+    # -- I/O (the WarmProcess's reader threads call these) ------------------------------------------
+    @property
+    def proc(self) -> SandboxedProcess:
+        return self._warm.proc
 
-    def _read_stdout(self) -> None:
-        stream = self.proc.proc.stdout
-        assert stream is not None  # noqa: S101
+    def stderr_tail(self, lines: int) -> str:
+        """The server's last ``lines`` lines of stderr (HOL Light's own messages)."""
+        return self._warm.stderr_tail(lines, "\n")
+
+    def _on_stderr(self, line: str) -> None:
+        if line.startswith("[proofgym] "):
+            logger.info("hol_light[%s]: %s", self.base.name, line[11:])
+            if self.progress is not None:
+                self.progress(f"hol_light[{self.base.name}]: {line[11:]}")
+
+    def _frames(self, stream: IO[bytes]) -> Iterator[tuple[str, str, list[bytes]]]:
+        """The server's stdout as frames: ``TAG ID COUNT``, then COUNT fields as ``LEN\\nBYTES``."""
         try:
             while True:
                 header = stream.readline()
                 if not header:
-                    break
+                    return
                 tag, ident, count = header.decode().split()
                 fields = []
                 for _ in range(int(count)):
                     size = int(stream.readline())
                     fields.append(stream.read(size))
-                self._dispatch(tag, ident, fields)
+                yield tag, ident, fields
         except (ValueError, OSError) as exc:
             logger.warning("hol_light[%s]: bad frame from the server: %s", self.base.name, exc)
-        finally:
-            self.dead = True
-            with self._state_lock:
-                pending = list(self._pending.values())
-                self._pending.clear()
-            for p in pending:
-                p.event.set()
 
-    def _dispatch(self, tag: str, ident: str, fields: list[bytes]) -> None:
+    def _on_exit(self) -> None:
+        self.dead = True
+        with self._state_lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for p in pending:
+            p.event.set()
+
+    def _dispatch(self, frame: tuple[str, str, list[bytes]]) -> None:
+        tag, ident, fields = frame
         if tag == "BUSY":
             with self._state_lock:
                 pending = self._pending.get(ident)
@@ -423,24 +420,25 @@ class HolLightServer:
 
     # -- requests -------------------------------------------------------------------------------
     def request(self, tag: str, fields: Sequence[str], timeout_s: float) -> tuple[str, list[bytes]]:
-        """Send one frame and wait for its reply. Raises :class:`_ServerDied` if the server dies or is late."""
+        """Send one frame and wait for its reply.
+
+        Raises:
+            ProcessDied: the server is not running, or died before the reply.
+            DeadlinePassed: the server did not answer in time (it has been killed: a retry would be late too).
+        """
         if self.dead:
-            raise _ServerDied("the HOL Light server is not running")
+            raise ProcessDied("the HOL Light server is not running")
         ident = str(next(self._ids))
         pending = _Pending()
         with self._state_lock:
             self._pending[ident] = pending
         data = [f.encode("utf-8") for f in fields]
         frame = f"{tag} {ident} {len(data)}\n".encode() + b"".join(f"{len(d)}\n".encode() + d for d in data)
-        stdin = self.proc.proc.stdin
         try:
-            with self._write_lock:
-                assert stdin is not None  # noqa: S101
-                stdin.write(frame)
-                stdin.flush()
-        except (OSError, ValueError):
+            self._warm.send(frame)
+        except ProcessDied:
             self.kill()
-            raise _ServerDied("the HOL Light server closed its input") from None
+            raise ProcessDied("the HOL Light server closed its input") from None
         deadline = time.monotonic() + timeout_s
         while not pending.event.wait(max(0.0, deadline - time.monotonic())):
             if pending.busy and time.monotonic() - pending.busy < self.cfg.grace_s:  # the root sweeps for it
@@ -450,9 +448,85 @@ class HolLightServer:
         if not pending.event.is_set() or pending.frame is None:
             late = not self.dead
             self.kill()
-            raise _ServerDied("the HOL Light server did not answer in time; it was killed" if late
-                              else "the HOL Light server died", late=late)
+            if late:
+                raise DeadlinePassed("the HOL Light server did not answer in time; it was killed")
+            raise ProcessDied("the HOL Light server died")
         return pending.frame[0], pending.frame[2]
+
+    # -- problem contexts (zygotes) ---------------------------------------------------------------
+    def enter_context(self, context: str) -> tuple[str, int, int]:
+        """Make a zygote of ``context`` ready and count one attempt in flight on it (:meth:`leave_context`
+        ends it; a zygote with attempts in flight is never evicted).
+
+        Returns:
+            The context's key, how many contexts were loaded for it (0 or 1), and how many idle zygotes
+            were evicted to keep the loaded ones within ``zygote_budget_bytes``.
+
+        Raises:
+            ContextLoadError: the context does not load (or times out): the task is broken.
+            ProcessDied, DeadlinePassed: the server broke while loading it.
+        """
+        key = context_key(context)
+        with self._state_lock:
+            if key in self.zygotes:
+                self.inflight[key] += 1
+                return key, 0, 0
+            lock = self._loading.setdefault(key, threading.Lock())
+        with lock:
+            with self._state_lock:
+                if key in self.zygotes:
+                    self.inflight[key] += 1
+                    return key, 0, 0
+            timeout_s = self.cfg.context_timeout_s
+            tag, fields = self.request("CTX", [key, context, str(int(timeout_s * 1000))], timeout_s + self.cfg.grace_s)
+            status = fields[0].decode() if fields else ""
+            if tag == "CTX" and status == "timeout":
+                raise ContextLoadError(f"the task's context timed out: {fields[1].decode('utf-8', 'replace')} "
+                                       f"(context_timeout_s={timeout_s:g})")
+            if tag != "CTX" or status != "ok":
+                message = fields[1].decode("utf-8", "replace") if len(fields) > 1 else tag
+                raise ContextLoadError(f"the task's context does not load in HOL Light: {message.strip()}\n"
+                                       f"{self.stderr_tail(10)}")
+            rss = int(fields[2]) * 1024
+            with self._state_lock:
+                self.zygotes[key] = rss
+                self.zygotes.move_to_end(key)
+                self.inflight[key] += 1
+            evicted = self._evict()
+        return key, 1, evicted
+
+    def leave_context(self, key: str) -> None:
+        """One attempt on the context ``key`` has ended."""
+        with self._state_lock:
+            self.inflight[key] -= 1
+
+    def touch_context(self, key: str) -> None:
+        """The context ``key`` was just used: last in the LRU order."""
+        with self._state_lock:
+            if key in self.zygotes:
+                self.zygotes.move_to_end(key)
+
+    def forget_context(self, key: str) -> None:
+        """The server no longer has a zygote for ``key`` (a concurrent check evicted it)."""
+        with self._state_lock:
+            self.zygotes.pop(key, None)
+
+    def _evict(self) -> int:
+        """Drop least recently used idle zygotes until the loaded ones fit the budget (at full RSS); how many.
+
+        A zygote with attempts running is never evicted: the budget may be exceeded while busy.
+        """
+        evicted = 0
+        while True:
+            with self._state_lock:
+                total = sum(self.zygotes.values())
+                victims = [k for k in self.zygotes if self.inflight[k] <= 0]
+                if total <= self.cfg.zygote_budget_bytes or not victims:
+                    return evicted
+                victim = victims[0]
+                self.zygotes.pop(victim)
+                evicted += 1
+            self.request("EVICT", [victim], 60)
 
     def stats(self) -> dict[str, tuple[int, int]]:
         """Context key (and ``root``) -> (RSS bytes, private bytes)."""
@@ -466,19 +540,13 @@ class HolLightServer:
     def kill(self) -> None:
         self.dead = True
         with contextlib.suppress(Exception):
-            self.proc.kill()
+            self._warm.kill()
 
     def close(self) -> None:
-        if not self.dead and self.proc.proc.stdin is not None:
-            with contextlib.suppress(Exception), self._write_lock:
-                self.proc.proc.stdin.write(b"QUIT 0 0\n")
-                self.proc.proc.stdin.flush()
+        if not self.dead:
+            with contextlib.suppress(ProcessDied):
+                self._warm.send(b"QUIT 0 0\n")
         self.kill()
-        with contextlib.suppress(Exception):
-            self.proc.close()
-        for t in (getattr(self, "_stdout_thread", None), getattr(self, "_stderr_thread", None)):
-            if t is not None:
-                t.join(timeout=5)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -578,12 +646,12 @@ class HolLightVerifier(ProverVerifier):
             version = self._server_version(server)
             try:
                 result = self._attempt(server, task, goal, proof)
-            except _ServerDied as exc:
+            except (ProcessDied, DeadlinePassed) as exc:
                 with self._lock:
                     self.stats["server_deaths"] += 1
                 result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
                                      error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
-                if retry or exc.late:
+                if retry or isinstance(exc, DeadlinePassed):
                     break
             else:
                 if retry or result.verdict is not Verdict.ERROR or not any(
@@ -600,27 +668,26 @@ class HolLightVerifier(ProverVerifier):
 
     def _attempt(self, server: HolLightServer, task: Task, goal: str, proof: str) -> CheckResult:
         for _ in range(3):
-            key = self._ensure_context(server, task.context)  # counts this attempt in server.inflight
+            key, loaded, evicted = server.enter_context(task.context)  # one attempt in flight there
+            with self._lock:
+                self.stats["contexts_loaded"] += loaded
+                self.stats["evictions"] += evicted
             try:
                 tag, fields = server.request(
                     "CHECK", [key, goal, proof, str(int(task.timeout_s * 1000)), str(self.config.worker_memory_bytes)],
                     task.timeout_s + self.config.grace_s)
             finally:
-                with server._state_lock:
-                    server.inflight[key] -= 1
+                server.leave_context(key)
             if tag != "RESULT":
                 raise VerifierCrashed(f"unexpected reply {tag} from the HOL Light server")
             verdict, category, reasons, messages, _wall_ms = (f.decode("utf-8", "replace") for f in fields[:5])
             goals = fields[5]
             if verdict == "ERROR" and reasons.startswith("no zygote for this context"):
-                with server._state_lock:
-                    server.zygotes.pop(key, None)
+                server.forget_context(key)
                 continue  # evicted by a concurrent check: load it again
             if verdict == "ERROR" and category == "goal":
                 raise ContextLoadError(f"task {task.id}: {reasons}")
-            with server._state_lock:
-                if key in server.zygotes:
-                    server.zygotes.move_to_end(key)
+            server.touch_context(key)
             return CheckResult(
                 Verdict(verdict),
                 tuple(r for r in reasons.split("\n") if r),
@@ -630,53 +697,6 @@ class HolLightVerifier(ProverVerifier):
                 backend="hol_light-fork",
             )
         raise VerifierCrashed("the task's context was evicted three times in a row; raise zygote_budget_bytes")
-
-    def _ensure_context(self, server: HolLightServer, context: str) -> str:
-        key = context_key(context)
-        with server._state_lock:
-            if key in server.zygotes:
-                server.inflight[key] += 1
-                return key
-            lock = server._loading.setdefault(key, threading.Lock())
-        with lock:
-            with server._state_lock:
-                if key in server.zygotes:
-                    server.inflight[key] += 1
-                    return key
-            tag, fields = server.request("CTX", [key, context, str(int(self.config.context_timeout_s * 1000))],
-                                         self.config.context_timeout_s + self.config.grace_s)
-            status = fields[0].decode() if fields else ""
-            if tag == "CTX" and status == "timeout":
-                raise ContextLoadError(f"the task's context timed out: {fields[1].decode('utf-8', 'replace')} "
-                                       f"(context_timeout_s={self.config.context_timeout_s:g})")
-            if tag != "CTX" or status != "ok":
-                message = fields[1].decode("utf-8", "replace") if len(fields) > 1 else tag
-                tail = "\n".join(list(server._log)[-10:])
-                raise ContextLoadError(f"the task's context does not load in HOL Light: {message.strip()}\n{tail}")
-            rss = int(fields[2]) * 1024
-            with server._state_lock:
-                server.zygotes[key] = rss
-                server.zygotes.move_to_end(key)
-                server.inflight[key] += 1
-                self.stats["contexts_loaded"] += 1
-            self._evict(server)
-        return key
-
-    def _evict(self, server: HolLightServer) -> None:
-        """Drop least recently used idle zygotes until the loaded ones fit the budget (at full RSS).
-
-        A zygote with attempts running is never evicted: the budget may be exceeded while busy.
-        """
-        while True:
-            with server._state_lock:
-                total = sum(server.zygotes.values())
-                victims = [k for k in server.zygotes if server.inflight[k] <= 0]
-                if total <= self.config.zygote_budget_bytes or not victims:
-                    return
-                victim = victims[0]
-                server.zygotes.pop(victim)
-                self.stats["evictions"] += 1
-            server.request("EVICT", [victim], 60)
 
 
 def _parse_goals(data: bytes) -> tuple[Goal, ...]:
