@@ -9,30 +9,18 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from proofgym.envs.errors import TaskFormatError
+from proofgym.envs.episode import Episode, TaskSet
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText
-from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+from proofgym.envs.types import CheckResult, Task
 from proofgym.envs.verifiers.base import Verifier, make_verifier
 
 MAX_TEXT = 1 << 20
 
 
 def load_task_list(tasks: str | Path | Sequence[Task | Mapping[str, Any]]) -> list[Task]:
-    """Tasks from a suite path or name, or from a list of :class:`Task`/dicts."""
-    if isinstance(tasks, (str, Path)):
-        from proofgym.envs.tasks.suites import load_tasks
-
-        loaded = load_tasks(tasks)
-    else:
-        loaded = [t if isinstance(t, Task) else Task.from_dict(t, source=f"tasks[{i}]") for i, t in enumerate(tasks)]
-    if not loaded:
-        raise TaskFormatError("no tasks given: pass a suite path/name or a non-empty list of tasks")
-    ids = [t.id for t in loaded]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise TaskFormatError(f"duplicate task id {dup!r}")
-    return loaded
+    """Tasks from a suite path or name, or from a list of :class:`Task`/dicts (see :class:`TaskSet`)."""
+    return list(TaskSet(tasks))
 
 
 class VerifierSet:
@@ -55,18 +43,6 @@ class VerifierSet:
         for verifier in self._made.values():
             verifier.close()
         self._made.clear()
-
-
-def select_task(env: gym.Env, tasks: list[Task], by_id: Mapping[str, Task], options: dict[str, Any] | None) -> Task:
-    """The task ``options["task_id"]`` names, else one drawn with the env's ``np_random``."""
-    task_id = (options or {}).get("task_id")
-    if task_id is None:
-        return tasks[int(env.np_random.integers(len(tasks)))]
-    if task_id not in by_id:
-        from proofgym.envs.tasks.suites import unknown_task_message
-
-        raise KeyError(unknown_task_message(task_id, by_id))
-    return by_id[task_id]
 
 
 class WholeProofEnv(gym.Env[dict[str, Any], str]):
@@ -129,8 +105,7 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
-        self.tasks = load_task_list(tasks)
-        self._by_id = {t.id: t for t in self.tasks}
+        self.tasks = TaskSet(tasks)
         self.max_attempts = int(max_attempts)
         self.reward_map = RewardMap.from_mapping(reward_map)
         self.context_chars = int(context_chars)
@@ -149,33 +124,30 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
         )
         self.action_space = UnicodeText(MAX_TEXT)
         self.task: Task | None = None
-        self.attempt = 0
-        self._feedback = ""
-        self.last_result: CheckResult | None = None
+        self.episode: Episode | None = None
+
+    @property
+    def attempt(self) -> int:
+        """Attempts made in this episode."""
+        return self.episode.attempt if self.episode is not None else 0
+
+    @property
+    def last_result(self) -> CheckResult | None:
+        return self.episode.last_result if self.episode is not None else None
 
     # -- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.task = select_task(self, self.tasks, self._by_id, options)
-        self.attempt = 0
-        self._feedback = ""
-        self.last_result = None
+        self.task = self.tasks.select(self.np_random, options)
+        self.episode = Episode(self.task, max_attempts=self.max_attempts, reward_map=self.reward_map)
         return self._obs(), {"task_id": self.task.id, "category": self.task.category}
 
     def step(self, action: Any):
-        if self.task is None:
+        if self.task is None or self.episode is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        self.attempt += 1
-        if not isinstance(action, str):
-            result = CheckResult(Verdict.ERROR, (f"action must be text, got {type(action).__name__}",),
-                                 error_category=ErrorCategory.SYNTAX, backend="env")
-        else:
-            result = self._verifier(self.task.system).check(self.task, action)
-        self.last_result = result
-        self._feedback = result.feedback()
-        reward = self.reward_map(result)
-        terminated = result.verdict is Verdict.OK
-        truncated = not terminated and self.attempt >= self.max_attempts
+        turn = self.episode.submit(action, self._verifier(self.task.system))
+        result = turn.result
+        assert result is not None  # noqa: S101 - submit raises on a harness failure, it records none
         info = {
             "result": result,
             "verdict": result.verdict.value,
@@ -183,12 +155,13 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
             "task_id": self.task.id,
             "category": self.task.category,
         }
-        return self._obs(), float(reward), terminated, truncated, info
+        return self._obs(), float(turn.reward or 0.0), self.episode.terminated, self.episode.truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self.task is None:
             return None
-        return f"[{self.task.id}] attempt {self.attempt}/{self.max_attempts}\n{self.task.statement}\n{self._feedback}"
+        feedback = self.episode.feedback if self.episode is not None else ""
+        return f"[{self.task.id}] attempt {self.attempt}/{self.max_attempts}\n{self.task.statement}\n{feedback}"
 
     def close(self) -> None:
         self._verifiers.close()
@@ -206,6 +179,6 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
             "statement": self.task.statement,
             "description": str(self.task.metadata.get("description", "")),
             "context": context,
-            "feedback": self._feedback,
+            "feedback": self.episode.feedback if self.episode is not None else "",
             "attempt": self.attempt,
         }

@@ -10,8 +10,9 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from proofgym.envs.episode import TaskSet
 from proofgym.envs.errors import TaskFormatError
-from proofgym.envs.proof_env import VerifierSet, load_task_list, select_task
+from proofgym.envs.proof_env import VerifierSet
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.spaces import UnicodeText
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
@@ -110,8 +111,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.tasks = load_task_list(tasks)
-        self._by_id = {t.id: t for t in self.tasks}
+        self.tasks = TaskSet(tasks)
         self.max_steps = int(max_steps)
         rewards = dict(reward_map or {})
         self.goal_closed_reward = float(rewards.pop("goal_closed", 0.0))
@@ -137,7 +137,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.task = select_task(self, self.tasks, self._by_id, options)
+        self.task = self.tasks.select(self.np_random, options)
         self._close_session()
         verifier = self._verifier(self.task.system)
         if not hasattr(verifier, "open"):
