@@ -5,6 +5,7 @@
     proofgym check --suite S --task-id ID --proof F   the same for a task of a suite
     proofgym tasks SUITE [--category P1]              list a suite's task ids
     proofgym build coq-stdlib                         build + validate the default Coq suite
+    proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]   import s2n-bignum-bench's problems
     proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
     proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model NAME --json
     proofgym serve-model CHECKPOINT [--port 8000]     an OpenAI-compatible server for a local checkpoint
@@ -351,6 +352,11 @@ def cmd_build(args: argparse.Namespace) -> int:
                                "validate": not args.no_validate, "progress": not args.no_progress}
     if args.name == "hol-light":  # its builder takes no seed (the suite is every theorem) and None for no limit
         options["limit"] = args.limit or None
+        if args.hol_dir:
+            options["hol_dir"] = args.hol_dir
+    elif args.name == "s2n-bignum":  # validation loads s2n's bases (minutes each): only when asked for
+        options.update(limit=args.limit or None, checkout=args.checkout, hol_dir=args.hol_dir or "",
+                       timeout_map=args.timeout_map, validate=args.validate)
     else:
         options.update(seed=args.seed, limit=args.limit)
     try:
@@ -612,13 +618,18 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Extract lemmas from the installed sources, sample Selene's 160/120/80 "
                                    "P1/P2/P3 split with a seed, and keep only tasks whose reference proof "
                                    "verifies in isolation and whose Admitted / exact-original cheats are rejected.")
-    p.add_argument("name", help="suite to build: coq-stdlib or hol-light")
+    p.add_argument("name", help="suite to build: coq-stdlib, hol-light or s2n-bignum")
     p.add_argument("--out", help="output JSONL (default $PROOFGYM_CACHE/suites/<name>.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--workers", type=int, default=2, help="parallel validation workers (default 2)")
     p.add_argument("--limit", type=int, default=0, help="validate only the first N sampled tasks (for a quick try)")
     p.add_argument("--no-validate", action="store_true", help="skip validation (not recommended)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--hol-dir", help="HOL Light installation (Debian's /usr/share/hol-light, or an upstream "
+                   "checkout with ocaml-hol); s2n-bignum needs a recent one")
+    p.add_argument("--checkout", help="s2n-bignum: the s2n-bignum checkout to import")
+    p.add_argument("--timeout-map", help="s2n-bignum: the bench's timeout-map.json (its timeouts; ids compared)")
+    p.add_argument("--validate", action="store_true", help="s2n-bignum: validate (loads each base: 15-25 min)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",

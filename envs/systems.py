@@ -180,7 +180,8 @@ HOL_LIGHT = SystemSpec(
     hammers=("MESON_TAC[]", "ARITH_TAC", "ASM_MESON_TAC[]"),
     cheats=(CheatProbe("CHEAT_TAC", text="CHEAT_TAC", must_be="CHEATING"),),
     probes=(InstallProbe("hol-light", "apt-get install hol-light libnum-ocaml-dev", paths=("/usr/share/hol-light",)),),
-    builds=(("hol-light", "proofgym.envs.tasks.hol_build:build_hol_light"),),
+    builds=(("hol-light", "proofgym.envs.tasks.hol_build:build_hol_light"),
+            ("s2n-bignum", "proofgym.envs.tasks.hol_s2n:build_s2n")),
     has_tactic_mode=True,
 )
 

@@ -139,30 +139,3 @@ def test_prompt_is_the_benchmark_template():
     assert "REWRITE_TAC[LEFT_ADD_DISTRIB] THEN GEN_REWRITE_TAC LAND_CONV [ADD_SYM] THEN REFL_TAC" in user
     assert "CHEAT_TAC" in user and "`1 + 1 = 2`" in user and "let X = 1;;" in user
     assert user.count("Goal:") == 2
-
-
-def test_s2n_import_extracts_per_arch(tmp_path: Path):
-    from proofgym.envs.tasks.hol_s2n import import_s2n, s2n_bases
-
-    (tmp_path / "arm" / "proofs").mkdir(parents=True)
-    (tmp_path / "common").mkdir()
-    (tmp_path / "arm" / "proofs" / "base.ml").write_text("let IGNORED = prove(`T`, REWRITE_TAC[]);;\n")
-    (tmp_path / "arm" / "proofs" / "bignum_demo.ml").write_text(
-        'needs "arm/proofs/base.ml";;\n'
-        "let lemma1 = prove(`!x:int64. val x < 2 EXP 64`, REWRITE_TAC[VAL_BOUND_64]);;\n"
-        "let BIGNUM_DEMO_CORRECT = prove(`ensures arm P Q R`, CHEAT_TAC);;\n"
-        "let BIGNUM_DEMO_SUBROUTINE_CORRECT = prove(`ensures arm P Q R`, CHEAT_TAC);;\n")
-    (tmp_path / "common" / "overlap.ml").write_text(
-        "let NONOVERLAPPING_DEMO = prove(`nonoverlapping (a:int64,8) (b,8) ==> T`, REWRITE_TAC[]);;\n")
-    tasks, report = import_s2n(tmp_path, hol_dir="/nonexistent", validate=False)
-    by_id = {t.id: t for t in tasks}
-    assert set(by_id) == {"arm.bignum_demo.lemma1", "arm.bignum_demo.BIGNUM_DEMO_CORRECT",
-                          "common.overlap.NONOVERLAPPING_DEMO"}
-    assert by_id["arm.bignum_demo.lemma1"].category == "bit_vector"
-    assert by_id["arm.bignum_demo.BIGNUM_DEMO_CORRECT"].category == "functional_correctness_arm"
-    assert by_id["common.overlap.NONOVERLAPPING_DEMO"].metadata["base"] == "s2n-common"
-    assert by_id["arm.bignum_demo.lemma1"].metadata["base"] == "arm"
-    assert report.files["arm/proofs/bignum_demo.ml"] == "2 tasks extracted"
-    bases = {b.name: b for b in s2n_bases(tmp_path)}
-    assert bases["arm"].setup == 'needs "arm/proofs/base.ml";;\n' and bases["arm"].cwd == str(tmp_path.resolve())
-    assert bases["arm"].startup_timeout_s >= 600
