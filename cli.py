@@ -5,6 +5,7 @@
     proofgym check --suite S --task-id ID --proof F   the same for a task of a suite
     proofgym tasks SUITE [--category P1]              list a suite's task ids
     proofgym build coq-stdlib                         build + validate the default Coq suite
+    proofgym build coq-project --lib stdpp            the same for an installed Coq library (or --project DIR)
     proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]   import s2n-bignum-bench's problems
     proofgym eval --suite coq-stdlib --agent reference --k 1 --workers 2
     proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model NAME --json
@@ -167,6 +168,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.audit:
         kwargs["audit"] = args.audit
+    if args.hol_dir and task.system == "hol_light":
+        kwargs["hol_dir"] = args.hol_dir
     server = args.server or os.environ.get("PROOFGYM_VERIFIER_URL")
     try:
         if server:
@@ -357,6 +360,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     elif args.name == "s2n-bignum":  # validation loads s2n's bases (minutes each): only when asked for
         options.update(limit=args.limit or None, checkout=args.checkout, hol_dir=args.hol_dir or "",
                        timeout_map=args.timeout_map, validate=args.validate)
+    elif args.name == "coq-project":  # an installed library or a built project, and Selene's sample sizes
+        if bool(args.lib) == bool(args.project):
+            return _die(EXIT_BAD_INPUT, "coq-project takes one of --lib NAME (an installed library such as stdpp, "
+                                        "iris, mathcomp) or --project DIR (a built _CoqProject or dune project)")
+        options.update(seed=args.seed, limit=args.limit, lib=args.lib, project=args.project,
+                       per_category=args.per_category)
     else:
         options.update(seed=args.seed, limit=args.limit)
     try:
@@ -428,6 +437,8 @@ def cmd_serve_verifier(args: argparse.Namespace) -> int:
     except ProofgymError as exc:
         return _die(EXIT_BAD_INPUT, str(exc))
     system_kwargs = audit_options(args.audit)
+    if args.hol_dir:
+        system_kwargs = {**system_kwargs, "hol_light": {**system_kwargs.get("hol_light", {}), "hol_dir": args.hol_dir}}
     try:
         allowance = {} if args.context_allowance_s is None else {"context_allowance_s": args.context_allowance_s}
         pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address,
@@ -532,6 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="independent coqc+coqchk re-check of an OK (default: sample, always for VM proofs)")
     p.add_argument("--server", metavar="URL", help="check on a running `proofgym serve-verifier` (warm provers) "
                    "instead of starting one; default: $PROOFGYM_VERIFIER_URL (token: $PROOFGYM_VERIFIER_TOKEN)")
+    p.add_argument("--hol-dir", help="HOL Light installation: Debian's /usr/share/hol-light (default) or an "
+                   "upstream checkout built with make (it has ocaml-hol)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("eval", help="evaluate an agent on a suite: pass@k per category", epilog=EPILOG_EVAL,
@@ -618,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Extract lemmas from the installed sources, sample Selene's 160/120/80 "
                                    "P1/P2/P3 split with a seed, and keep only tasks whose reference proof "
                                    "verifies in isolation and whose Admitted / exact-original cheats are rejected.")
-    p.add_argument("name", help="suite to build: coq-stdlib, hol-light or s2n-bignum")
+    p.add_argument("name", help="suite to build: coq-stdlib, coq-project, hol-light or s2n-bignum")
     p.add_argument("--out", help="output JSONL (default $PROOFGYM_CACHE/suites/<name>.jsonl)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--workers", type=int, default=2, help="parallel validation workers (default 2)")
@@ -630,6 +643,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkout", help="s2n-bignum: the s2n-bignum checkout to import")
     p.add_argument("--timeout-map", help="s2n-bignum: the bench's timeout-map.json (its timeouts; ids compared)")
     p.add_argument("--validate", action="store_true", help="s2n-bignum: validate (loads each base: 15-25 min)")
+    p.add_argument("--lib", help="coq-project: an installed Coq library under $(coqc -where)/user-contrib "
+                                 "(stdpp, iris, mathcomp, ...); the suite is coq-<lib>")
+    p.add_argument("--project", metavar="DIR", help="coq-project: a built project's folder (_CoqProject or dune)")
+    p.add_argument("--per-category", default="160,120,80", metavar="P1,P2,P3",
+                   help="coq-project: tasks sampled per category (default Selene's 160,120,80)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",
@@ -654,6 +672,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body in MiB (default 16)")
     p.add_argument("--max-batch", type=int, default=1024, help="most checks in one request (default 1024)")
     p.add_argument("--max-queue", type=int, default=8192, help="pending checks above which requests get 503")
+    p.add_argument("--hol-dir", help="HOL Light installation: Debian's /usr/share/hol-light (default) or an "
+                   "upstream checkout built with make (it has ocaml-hol)")
     _add_guard_flags(p)
     p.set_defaults(func=cmd_serve_verifier)
 

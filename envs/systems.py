@@ -164,7 +164,8 @@ COQ = SystemSpec(
         InstallProbe("coqchk", "apt-get install coq"),
         InstallProbe("CoqHammer", "apt-get install libcoq-hammer", paths=("/usr/libexec/coq-hammer",)),
     ),
-    builds=(("coq-stdlib", "proofgym.envs.tasks.build:build_coq_stdlib"),),
+    builds=(("coq-stdlib", "proofgym.envs.tasks.build:build_coq_stdlib"),
+            ("coq-project", "proofgym.envs.tasks.coq_project:build_from_cli")),
     session_per_file=True,
     has_tactic_mode=True,
 )

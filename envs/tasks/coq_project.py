@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.tasks.build import BuildReport
 from proofgym.envs.tasks.coq_extract import (
     DEFAULT_SAMPLE_COUNTS,
     ExtractionStats,
@@ -341,6 +342,35 @@ def parse_counts(text: str) -> dict[str, int]:
     return dict(zip(("P1", "P2", "P3"), (int(p) for p in parts), strict=True))
 
 
+@dataclass
+class ProjectBuildReport:
+    """What ``proofgym build coq-project`` did: the stdlib builder's report and the project's own facts."""
+
+    report: BuildReport
+    origin: str
+    coq_args: list[str]
+    ignored_args: list[str]
+    files: dict[str, Any]
+    seed: int
+    per_category: dict[str, int]
+    build_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.report.to_dict(), "origin": self.origin, "coq_args": self.coq_args,
+                "ignored_args": self.ignored_args, "files": self.files, "seed": self.seed,
+                "per_category": self.per_category, "build_s": self.build_s}
+
+    def render(self) -> str:
+        files = self.files
+        lines = [self.report.render(),
+                 f"source: {self.origin}; files {files['scanned']} scanned, {len(files['skipped'])} skipped "
+                 f"(lex errors), {len(files['excluded'])} excluded; build {self.build_s} s"]
+        if self.coq_args:
+            lines.append("load path: " + " ".join(self.coq_args))
+        lines += [f"ignored from _CoqProject: {a}" for a in self.ignored_args]
+        return "\n".join(lines)
+
+
 def build_coq_project(
     project: CoqProject,
     *,
@@ -351,13 +381,9 @@ def build_coq_project(
     validate: bool = True,
     limit: int = 0,
     progress: bool = True,
-) -> dict[str, Any]:
-    """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json``.
-
-    Returns the report (also written beside the suite): the stdlib builder's counts, plus
-    where the sources came from, the load path, and the build's wall time.
-    """
-    from proofgym.envs.tasks.build import BuildReport, validate_tasks
+) -> ProjectBuildReport:
+    """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json`` beside it."""
+    from proofgym.envs.tasks.build import validate_tasks
     from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     start = time.monotonic()
@@ -379,32 +405,27 @@ def build_coq_project(
         kept, report.validated = sampled, False
     report.kept = dict(Counter(t.category for t in kept))
     write_tasks(out, kept)
-    data = report.to_dict()
-    data.update({
-        "origin": project.origin,
-        "coq_args": list(project.coq_args),
-        "ignored_args": project.ignored_args,
-        "files": {"scanned": stats.files_scanned, "skipped": stats.files_skipped,
-                  "excluded": stats.files_excluded},
-        "seed": seed,
-        "per_category": counts,
-        "build_s": round(time.monotonic() - start, 1),
-    })
-    out.with_suffix(".report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return data
+    result = ProjectBuildReport(
+        report, project.origin, list(project.coq_args), project.ignored_args,
+        {"scanned": stats.files_scanned, "skipped": stats.files_skipped, "excluded": stats.files_excluded},
+        seed, counts, round(time.monotonic() - start, 1))
+    out.with_suffix(".report.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return result
 
 
-def render_report(data: Mapping[str, Any]) -> str:
-    """The build report as text (the stdlib builder's lines, then the project's own)."""
-    from proofgym.envs.tasks.build import BuildReport
+def build_from_cli(suite: str = "coq-project", *, lib: str | None = None, project: str | None = None,
+                   per_category: str = "160,120,80", **options: Any) -> ProjectBuildReport:
+    """``proofgym build coq-project --lib NAME | --project DIR``: the project, then :func:`build_coq_project`.
 
-    fields = {k: data[k] for k in ("suite", "extracted", "extraction_exclusions", "sampled", "kept",
-                                   "false_rejections", "validated")}
-    base = BuildReport(out=Path(data["out"]), excluded=Counter(data["excluded"]), **fields).render()
-    files = data["files"]
-    lines = [base, f"source: {data['origin']}; files {files['scanned']} scanned, {len(files['skipped'])} "
-                   f"skipped (lex errors), {len(files['excluded'])} excluded; build {data['build_s']} s"]
-    if data["coq_args"]:
-        lines.append("load path: " + " ".join(data["coq_args"]))
-    lines += [f"ignored from _CoqProject: {a}" for a in data["ignored_args"]]
-    return "\n".join(lines)
+    Raises:
+        ProjectError: for a library that is not installed or a project that cannot be read;
+            the message says what to install or build.
+    """
+    if bool(lib) == bool(project):
+        raise ProjectError("coq-project takes one of --lib NAME or --project DIR")
+    try:
+        counts = parse_counts(per_category)
+    except ValueError as exc:
+        raise ProjectError(str(exc)) from None
+    found = installed_library(lib) if lib else read_project(Path(str(project)))
+    return build_coq_project(found, counts=counts, **options)
