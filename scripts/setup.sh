@@ -18,6 +18,15 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Coq projects for `proofgym build coq-project --lib NAME` (optional: setup goes on without them).
+APT_OPTIONAL=(libcoq-stdpp)                   # coq-stdpp
+APT_OPTIONAL+=(libcoq-iris)                   # coq-iris
+APT_OPTIONAL+=(libcoq-mathcomp-ssreflect)     # coq-mathcomp
+for pkg in "${APT_OPTIONAL[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" && continue
+  { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg"; } \
+    || echo "[setup] optional $pkg not installed: its coq-project suite cannot be built (apt-get install $pkg)"
+done
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
