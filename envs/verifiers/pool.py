@@ -56,6 +56,7 @@ import abc
 import asyncio
 import contextlib
 import ctypes
+import enum
 import hashlib
 import importlib
 import inspect
@@ -91,7 +92,9 @@ from proofgym.envs.verifiers.verdict_cache import (
 )
 
 __all__ = [
+    "Boundary",
     "CheckRequest",
+    "HarnessFailure",
     "LocalVerifierPool",
     "PoolClosed",
     "PoolFull",
@@ -104,8 +107,31 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind``).
-HARNESS_KINDS = ("verifier", "task", "worker_died", "watchdog", "internal", "closed")
+class Boundary(str, enum.Enum):
+    """The boundary a harness failure crossed: which part of the harness broke (``PoolResult.error_kind``)."""
+
+    VERIFIER = "verifier"  # the verifier raised (a prover missing or crashed, twice when retried)
+    TASK = "task"  # the task is broken (its context does not load): a fault of the suite, not the proof
+    WORKER_DIED = "worker_died"  # the worker process died under the check, twice
+    WATCHDOG = "watchdog"  # the check ran past its deadline plus the allowance and the worker was killed
+    INTERNAL = "internal"  # the pool itself failed (a bug: say so in an issue)
+    CLOSED = "closed"  # the pool was closed before the check finished
+
+
+#: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind``): the :class:`Boundary` values.
+HARNESS_KINDS = tuple(b.value for b in Boundary)
+
+
+@dataclass(frozen=True)
+class HarnessFailure:
+    """No verdict: the harness broke at ``boundary``; ``message`` is one line saying what broke."""
+
+    boundary: Boundary
+    message: str
+
+    @classmethod
+    def of(cls, kind: str | Boundary, message: str) -> HarnessFailure:
+        return cls(Boundary(kind), message)
 
 #: Seconds a check may take beyond its task's ``timeout_s`` before the pool answers TIMEOUT: time to
 #: load (and lex) the task's context on a cold worker. A prover's own start-up (a HOL Light server
@@ -138,15 +164,13 @@ class CheckRequest:
 
 @dataclass(frozen=True)
 class PoolResult:
-    """The outcome of one request: a verdict, or a harness failure. Never both.
+    """The outcome of one request: a verdict (:class:`CheckResult`) or a :class:`HarnessFailure`. Never both.
 
     Attributes:
         request_id: The id given at submit time (or a counter the pool assigned).
         task_id: The task's id.
         system: The task's system.
-        result: The verifier's :class:`CheckResult`; ``None`` for a harness failure.
-        harness_error: One line saying what broke (``""`` when there is a verdict).
-        error_kind: One of :data:`HARNESS_KINDS` (``""`` when there is a verdict).
+        outcome: The verifier's :class:`CheckResult`, or the :class:`HarnessFailure` that left none.
         attempts: Workers the check was sent to (2 when a worker died under it and it was retried).
         worker: Which worker answered, e.g. ``local:1:12345`` (slot 1, pid 12345).
         queue_s: Seconds from submit to the start of the last attempt.
@@ -156,13 +180,30 @@ class PoolResult:
     request_id: Any
     task_id: str
     system: str
-    result: CheckResult | None = None
-    harness_error: str = ""
-    error_kind: str = ""
+    outcome: CheckResult | HarnessFailure
     attempts: int = 1
     worker: str = ""
     queue_s: float = 0.0
     total_s: float = 0.0
+
+    @property
+    def result(self) -> CheckResult | None:
+        """The verdict's :class:`CheckResult`; ``None`` for a harness failure."""
+        return self.outcome if isinstance(self.outcome, CheckResult) else None
+
+    @property
+    def failure(self) -> HarnessFailure | None:
+        return self.outcome if isinstance(self.outcome, HarnessFailure) else None
+
+    @property
+    def harness_error(self) -> str:
+        """One line saying what broke (``""`` when there is a verdict)."""
+        return self.outcome.message if isinstance(self.outcome, HarnessFailure) else ""
+
+    @property
+    def error_kind(self) -> str:
+        """The failure's :class:`Boundary` value, one of :data:`HARNESS_KINDS` (``""`` when there is a verdict)."""
+        return self.outcome.boundary.value if isinstance(self.outcome, HarnessFailure) else ""
 
     @property
     def harness_failure(self) -> bool:
@@ -371,9 +412,8 @@ class VerifierPool(abc.ABC):
                     self._dispatch(rid, task, proof, future)
                 except PoolClosed:
                     if future.set_running_or_notify_cancel():
-                        future.set_result(PoolResult(rid, task.id, task.system, None,
-                                                     "the verifier pool was closed before this check finished",
-                                                     "closed", 0))
+                        future.set_result(PoolResult(rid, task.id, task.system, HarnessFailure(
+                            Boundary.CLOSED, "the verifier pool was closed before this check finished"), 0))
 
     def cache_stats(self) -> dict[str, Any]:
         """The verdict cache's counters (``{}`` when it is off)."""
@@ -958,7 +998,8 @@ class LocalVerifierPool(VerifierPool):
                         continue
                     worker = f"local:{slot.index}:{slot.pid}"
                     now = time.monotonic()
-                    finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, result, text, kind,
+                    outcome = result if result is not None else HarnessFailure.of(kind, text)
+                    finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, outcome,
                                                      job.attempts, worker, job.started - job.submitted,
                                                      now - job.submitted)))
         except (EOFError, OSError, ValueError, TypeError, AttributeError):  # torn message from a dying worker
@@ -1074,7 +1115,7 @@ class LocalVerifierPool(VerifierPool):
             if job is not None and job.check_deadline and now > job.check_deadline and not job.future.done() \
                     and all(queued is not job for queued, _ in finished):
                 finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, self._late(job),
-                                                 "", "", job.attempts, f"local:{slot.index}:{slot.pid}",
+                                                 job.attempts, f"local:{slot.index}:{slot.pid}",
                                                  job.started - job.submitted, now - job.submitted)))
 
     def _late(self, job: _Job) -> CheckResult:
@@ -1130,8 +1171,8 @@ class LocalVerifierPool(VerifierPool):
     def _failure(self, job: _Job, kind: str, text: str, slot: _Slot | str) -> PoolResult:
         worker = f"local:{slot.index}:{slot.pid}" if isinstance(slot, _Slot) else slot
         now = time.monotonic()
-        return PoolResult(job.request_id, job.task.id, job.task.system, None, text, kind, job.attempts, worker,
-                          (job.started or now) - job.submitted, now - job.submitted)
+        return PoolResult(job.request_id, job.task.id, job.task.system, HarnessFailure.of(kind, text), job.attempts,
+                          worker, (job.started or now) - job.submitted, now - job.submitted)
 
     def _fail(self, job: _Job, kind: str, text: str, worker: str) -> None:
         self._resolve(job, self._failure(job, kind, text, worker))

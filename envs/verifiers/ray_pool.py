@@ -41,6 +41,8 @@ from proofgym.envs.types import Task
 from proofgym.envs.verifiers.pool import (
     DEFAULT_CONTEXT_ALLOWANCE_S,
     DEFAULT_VERDICT_CACHE_ENTRIES,
+    Boundary,
+    HarnessFailure,
     LocalVerifierPool,
     PoolClosed,
     PoolResult,
@@ -361,12 +363,12 @@ class RayVerifierPool(VerifierPool):
         with self._lock:
             actor.down_since = 0.0
         worker = f"ray:{actor.node_id[:8]}:{actor.system}/{inner.worker}"
-        self._finish(job, PoolResult(inner.request_id, inner.task_id, inner.system, inner.result,
-                                     inner.harness_error, inner.error_kind, inner.attempts + job.attempts - 1,
-                                     worker, inner.queue_s, time.monotonic() - job.submitted))
+        self._finish(job, PoolResult(inner.request_id, inner.task_id, inner.system, inner.outcome,
+                                     inner.attempts + job.attempts - 1, worker, inner.queue_s,
+                                     time.monotonic() - job.submitted))
 
     def _failure(self, job: _RayJob, kind: str, text: str, actor: _Actor) -> PoolResult:
-        return PoolResult(job.request_id, job.task.id, job.task.system, None, text, kind, job.attempts,
+        return PoolResult(job.request_id, job.task.id, job.task.system, HarnessFailure.of(kind, text), job.attempts,
                           f"ray:{actor.node_id[:8]}:{actor.system}", 0.0, time.monotonic() - job.submitted)
 
     def _finish(self, job: _RayJob, result: PoolResult) -> None:
@@ -431,8 +433,7 @@ class RayVerifierPool(VerifierPool):
             stranded = list(self._inflight.values())
             self._inflight.clear()
         for job in stranded:
-            self._finish(job, PoolResult(job.request_id, job.task.id, job.task.system, None,
-                                         "the verifier pool was closed before this check finished", "closed",
-                                         job.attempts))
+            self._finish(job, PoolResult(job.request_id, job.task.id, job.task.system, HarnessFailure(
+                Boundary.CLOSED, "the verifier pool was closed before this check finished"), job.attempts))
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
