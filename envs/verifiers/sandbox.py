@@ -546,11 +546,6 @@ class SandboxedProcess:
                 delay = min(delay * 2, 0.05)
         return self.proc.returncode
 
-    def wait_rusage(self, timeout: float | None = None) -> tuple[int, resource.struct_rusage | None] | None:
-        """Like :meth:`wait`, with the rusage of the outer process and its reaped descendants."""
-        code = self.wait(timeout)
-        return None if code is None else (code, self._rusage)
-
     @property
     def cpu_s(self) -> float:
         """CPU seconds (user + sys) of the tree so far as known: cgroup accounting, else the reaped rusage."""
