@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -340,7 +341,68 @@ def test_object_file_a_context_reads(checkout: Path):
     obj.unlink()
     message = missing_object_message(task, str(checkout))
     assert message is not None and "x86/generic/bignum_tiny.o is not built" in message
-    assert f"make -C {checkout}/x86" in message
+    assert f"make -C {checkout}/x86 generic/bignum_tiny.o" in message
     _, report = import_s2n(checkout, hol_dir="", archs=("x86",))
     assert report.missing_objects == {"x86/generic/bignum_tiny.o": ["x86.bignum_tiny.BIGNUM_TINY_CORRECT"]}
     assert "1 x86 object files are not built" in report.render()
+
+
+# --------------------------------------------------------------------------------------------
+# installations and tasks on the verifier side (no HOL Light load: a stand-in toplevel)
+
+needs_stubs = pytest.mark.skipif(shutil.which("ocamlc") is None or shutil.which("ocamlmklib") is None,
+                                 reason="the HOL Light server's C stubs need ocamlc (apt-get install hol-light)")
+
+
+def _upstream_layout(tmp_path: Path) -> Path:
+    """An upstream checkout's layout: hol.ml and the ocaml-hol toplevel ``make`` builds (a stand-in
+    that shows its arguments and dies, as a broken start-up would)."""
+    hol_dir = tmp_path / "hol-light"
+    hol_dir.mkdir()
+    (hol_dir / "hol.ml").write_text("(* a stand-in *)\n")
+    (hol_dir / "ocaml-hol").write_text('#!/bin/sh\necho "ocaml-hol started with: $*" >&2\nexit 3\n')
+    (hol_dir / "ocaml-hol").chmod(0o755)
+    return hol_dir
+
+
+def test_toplevel_of_each_layout(tmp_path: Path):
+    from proofgym.envs.verifiers.hol_light.verifier import hol_toplevel
+
+    upstream = _upstream_layout(tmp_path)
+    assert hol_toplevel(str(upstream)) == [str(upstream / "ocaml-hol"), "-I", str(upstream)]
+    (tmp_path / "debian").mkdir()
+    (tmp_path / "debian" / "ocaml").write_text("")
+    assert hol_toplevel(str(tmp_path / "debian")) == [str(tmp_path / "debian" / "ocaml")]
+    assert hol_toplevel(str(tmp_path / "debian"), "/opt/my-toplevel") == ["/opt/my-toplevel"]
+
+
+@needs_stubs
+def test_an_s2n_task_brings_its_base_and_starts_upstream_hol_light_without_a_wrapper(checkout: Path, tmp_path: Path):
+    from proofgym.envs.errors import VerifierCrashed
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+    tasks, _ = import_s2n(checkout, hol_dir="")
+    task = next(t for t in tasks if t.id == "arm.bignum_demo.PAIR_A")
+    upstream = _upstream_layout(tmp_path)
+    with HolLightVerifier(hol_dir=str(upstream), use_bwrap=False, build_dir=str(tmp_path / "build"),
+                          progress=False) as verifier, pytest.raises(VerifierCrashed) as info:
+        verifier.check(task, task.reference_proof)  # the base "arm" is no configured one: the task defines it
+    message = str(info.value)
+    assert "'arm'" in message and "died during start-up" in message and "exit status 3" in message
+    assert f"ocaml-hol started with: -I {upstream} " in message
+
+
+@needs_stubs
+def test_a_missing_object_file_is_one_clear_error(checkout: Path, tmp_path: Path):
+    from proofgym.envs.verifiers.hol_light import ContextLoadError, HolLightVerifier
+
+    tasks, _ = import_s2n(checkout, hol_dir="")
+    task = next(t for t in tasks if t.id == "arm.bignum_demo.PAIR_A")
+    task = replace(task, metadata={**task.metadata, "objects": ["arm/generic/bignum_demo.o"]})
+    with HolLightVerifier(hol_dir=str(_upstream_layout(tmp_path)), use_bwrap=False,
+                          build_dir=str(tmp_path / "build"), progress=False) as verifier, \
+            pytest.raises(ContextLoadError) as info:
+        verifier.check(task, task.reference_proof)  # refused before any server starts
+    assert str(info.value) == (f"task arm.bignum_demo.PAIR_A: object file arm/generic/bignum_demo.o is not built in "
+                               f"{checkout} (the context reads it); build it: make -C {checkout}/arm generic/bignum_demo.o")
+    assert verifier.stats["server_starts"] == 0

@@ -64,9 +64,18 @@ SUITE_NAME = "s2n-bignum"
 ARCHS = ("arm", "x86")
 CATEGORIES = ("functional_correctness_arm", "functional_correctness_x86", "program_state", "bit_vector", "generic")
 CONTEXTS_DIR = ".proofgym-contexts"
-#: what each architecture's proofs read with define_assert_from_elf, and what builds it
-OBJECT_BUILD = {"arm": "make -C {checkout}/arm  (cross: apt-get install binutils-aarch64-linux-gnu)",
-                "x86": "make -C {checkout}/x86  (the native `as` of binutils)"}
+#: the assembler each architecture's Makefile uses on an x86-64 Linux host (its objects are what
+#: define_assert_from_elf reads); arm's ``unopt`` objects are a separate target
+TOOLCHAIN = {"arm": "aarch64-linux-gnu-as: apt-get install binutils-aarch64-linux-gnu gcc",
+             "x86": "the native as: apt-get install binutils gcc"}
+ALL_OBJECTS = {"arm": "libs2nbignum.a unopt", "x86": "libs2nbignum.a"}
+
+
+def object_build_command(checkout: str | Path, objects: Sequence[str]) -> str:
+    """The ``make`` command that builds these object files (paths relative to the checkout) of one arch."""
+    arch = _toplevel(objects[0])
+    targets = " ".join(str(Path(o).relative_to(arch)) for o in objects)
+    return f"make -C {Path(checkout) / arch} {targets}  ({TOOLCHAIN.get(arch, 'binutils')})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,7 +463,8 @@ class S2nImportReport:
             objs = sorted(o for o in self.missing_objects if _toplevel(o) == arch)
             n = len({i for o in objs for i in self.missing_objects[o]})
             lines.append(f"  {len(objs)} {arch} object files are not built ({n} tasks read them, e.g. {objs[0]}); "
-                         "build them: " + OBJECT_BUILD.get(arch, "make").format(checkout=self.checkout))
+                         f"build them all: make -C {Path(self.checkout) / arch} {ALL_OBJECTS.get(arch, '')}  "
+                         f"({TOOLCHAIN.get(arch, 'binutils')})")
         if self.bench:
             b = self.bench
             lines.append(f"  against the bench's timeout-map.json ({b['bench_total']} ids): {b['matched']} matched, "
@@ -582,8 +592,8 @@ def missing_object_message(task: Task, checkout: str) -> str | None:
     missing = [o for o in task.metadata.get("objects", ()) if not (Path(checkout) / o).is_file()]
     if not missing:
         return None
-    how = OBJECT_BUILD.get(_toplevel(missing[0]), "make").format(checkout=checkout)
-    return f"object file {', '.join(missing)} is not built (its context reads it); build it: {how}"
+    return (f"object file {', '.join(missing)} is not built (its context reads it); build it: "
+            f"{object_build_command(checkout, missing)}")
 
 
 def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree: SourceTree, workers: int,

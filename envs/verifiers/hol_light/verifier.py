@@ -116,11 +116,26 @@ class HolLightConfig:
     build_dir: str = ""  # cache for the compiled C stubs; default $PROOFGYM_CACHE or ~/.cache/proofgym
 
 
+def hol_toplevel(hol_dir: str, toplevel: str = "") -> list[str]:
+    """The command that starts the OCaml toplevel of an installation, before the script to run.
+
+    Debian's layout has ``<hol_dir>/ocaml`` (a toplevel with nums); an upstream checkout built with
+    ``make`` has ``<hol_dir>/ocaml-hol``, which finds ``hol_loader.cmo`` and ``pa_j.cmo`` with ``-I``.
+    """
+    if toplevel:
+        return [toplevel]
+    if Path(hol_dir, "ocaml").is_file():
+        return [str(Path(hol_dir, "ocaml"))]
+    if Path(hol_dir, "ocaml-hol").is_file():
+        return [str(Path(hol_dir, "ocaml-hol")), "-I", hol_dir]
+    return ["ocaml"]
+
+
 def hol_light_installed(hol_dir: str = DEFAULT_HOL_DIR) -> bool:
     """Whether HOL Light (``hol.ml``), an OCaml toplevel and the C-stub tools are here."""
     return (
         Path(hol_dir, "hol.ml").is_file()
-        and (Path(hol_dir, "ocaml").is_file() or shutil.which("ocaml") is not None)
+        and (hol_toplevel(hol_dir)[0] != "ocaml" or shutil.which("ocaml") is not None)
         and shutil.which("ocamlc") is not None
         and shutil.which("ocamlmklib") is not None
     )
@@ -269,13 +284,14 @@ class HolLightServer:
         limits = SandboxLimits(memory_bytes=cfg.server_memory_bytes, cpu_seconds=10**7,
                                max_processes=cfg.max_processes, file_size_bytes=64 * 1024**2, open_files=4096)
         self.sandbox = _HolSandbox(limits, use_bwrap=cfg.use_bwrap, ro_binds=ro, keep_caps=self.uid_separation)
-        toplevel = cfg.toplevel or (str(Path(cfg.hol_dir, "ocaml")) if Path(cfg.hol_dir, "ocaml").is_file() else "ocaml")
+        command = hol_toplevel(cfg.hol_dir, cfg.toplevel)
+        toplevel = command[0]
         self.started = time.monotonic()
         self._ready = _Pending()
         self._pending["0"] = self._ready  # before the reader starts: the ready frame may come at once
         try:
             self._warm: WarmProcess[tuple[str, str, list[bytes]]] = WarmProcess(
-                self.sandbox, [toplevel, str(self.workdir / "boot.ml")], workdir=self.workdir,
+                self.sandbox, [*command, str(self.workdir / "boot.ml")], workdir=self.workdir,
                 env={"HOLLIGHT_DIR": cfg.hol_dir, "OCAMLRUNPARAM": "s=4M",
                      # boot.ml kills strays it finds in /proc only inside bwrap's own pid namespace
                      "PROOFGYM_OWN_PID_NS": "1" if self.sandbox.isolated else "0"},
@@ -615,7 +631,27 @@ class HolLightVerifier(ProverVerifier):
 
     def prepare(self, task: Task) -> None:
         """Start the server of ``task``'s base (minutes, once): the verifier pool runs this outside a check's deadline."""
+        self._task_base(task)
         self.server(str(task.metadata.get("base", "plain")))
+
+    def _task_base(self, task: Task) -> None:
+        """Register the base a task defines (s2n-bignum's ``base_setup``/``base_cwd``) and refuse a
+        context that reads an object file that is not built (else HOL Light's Sys_error, pages later)."""
+        name = str(task.metadata.get("base", "plain"))
+        if "base_setup" in task.metadata or "base_cwd" in task.metadata:
+            defined = BaseContext(name, setup=str(task.metadata.get("base_setup", "")),
+                                  cwd=str(task.metadata.get("base_cwd", "")), startup_timeout_s=3600.0)
+            with self._lock:
+                known = self._bases.setdefault(name, defined)
+            if (known.setup, known.cwd) != (defined.setup, defined.cwd):
+                raise TaskFormatError(f"task {task.id} defines base {name!r} unlike the configured one "
+                                      f"(cwd {defined.cwd!r} vs {known.cwd!r})")
+        cwd = self._bases[name].cwd if name in self._bases else ""
+        missing = [o for o in task.metadata.get("objects", ()) if not Path(cwd, o).is_file()]
+        if missing:
+            arch, *rest = Path(missing[0]).parts
+            raise ContextLoadError(f"task {task.id}: object file {', '.join(missing)} is not built in {cwd} "
+                                   f"(the context reads it); build it: make -C {Path(cwd, arch)} {Path(*rest)}")
 
     def _server_version(self, server: HolLightServer) -> str:
         return (f"HOL Light {server.info.get('hol_version', '?')} ({self.version}), "
@@ -624,6 +660,7 @@ class HolLightVerifier(ProverVerifier):
     # -- checking -------------------------------------------------------------------------------
     def _check_task(self, task: Task) -> None:
         goal_text(task.statement)  # a statement that is not one backquoted term is a broken task
+        self._task_base(task)
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         """Check a tactic expression against ``task`` (``audit`` is accepted and changes nothing: see ``audits``).
