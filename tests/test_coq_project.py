@@ -1,0 +1,267 @@
+"""Project-level Coq suites (``proofgym build coq-project``): a synthetic ``_CoqProject`` built here with
+the real ``coqc``, and a few tasks of the installed stdpp.
+
+The crux is the leak: the project's compiled ``.vo`` of a lemma's own file is on the load path, so the
+original lemma and everything after it in its file are one ``Require`` away. These tests show that it is
+reachable (plain ``coqc`` with the project's load path), and that from a task's context it is not.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from proofgym.envs.tasks.coq_project import (
+    ProjectError,
+    _parse_coq_project,
+    build_coq_project,
+    extract_project,
+    installed_library,
+    parse_counts,
+    read_project,
+    user_contrib,
+)
+from proofgym.envs.types import Task, Verdict
+from tests.conftest import close_at_session_end, requires_coq
+
+BASE_V = """Definition double (n : nat) : nat := n + n.
+Lemma double_0 : double 0 = 0.
+Proof. reflexivity. Qed.
+"""
+
+ARITH_V = """From Coq Require Import PeanoNat.
+From Proj Require Import Base.
+
+Lemma double_S : forall n, double (S n) = S (S (double n)).
+Proof.
+  intro n. unfold double. simpl.
+  rewrite <- plus_n_Sm. reflexivity.
+Qed.
+
+Module Type SIG.
+  Parameter t : nat.
+  Lemma in_sig : t = t.
+  Proof. reflexivity. Qed.
+End SIG.
+
+Module F (X : SIG).
+  Lemma in_functor : X.t = X.t.
+  Proof. reflexivity. Qed.
+End F.
+
+Lemma skipped : 1 = 1.
+Proof. Admitted.
+
+Lemma double_plus : forall a b, double (a + b) = double a + double b.
+Proof.
+  intros a b.
+  unfold double.
+  rewrite !Nat.add_assoc.
+  f_equal.
+  rewrite <- Nat.add_assoc.
+  rewrite (Nat.add_comm b a).
+  rewrite Nat.add_assoc.
+  reflexivity.
+Qed.
+
+Module M.
+  Lemma inner : forall n, n + 0 = n.
+  Proof. induction n; simpl; auto. Qed.
+End M.
+
+Lemma later : forall n, double n = n + n.
+Proof. reflexivity. Qed.
+"""
+
+
+# -- fast tier: reading projects ----------------------------------------------------------------------
+
+
+def test_coq_project_file_is_read_with_its_load_path_and_only_warning_args(tmp_path: Path) -> None:
+    text = ("# comment\n-R theories Proj  # trailing comment\n-Q extra \"\"\n-arg -w -arg -notation-overridden\n"
+            "-arg -type-in-type\n-I src\ntheories/A.v theories/B.v\n")
+    bindings, files, ignored, passed = _parse_coq_project(text, tmp_path)
+    assert [(b.flag, b.vo_dir, b.logical) for b in bindings] == [
+        ("-R", tmp_path / "theories", "Proj"), ("-Q", tmp_path / "extra", "")]
+    assert files == ["theories/A.v", "theories/B.v"]
+    assert passed == ["-w", "-notation-overridden"]
+    # An argument that could change the logic is not passed on, and the report says so.
+    assert any("-type-in-type" in a for a in ignored) and any(a.startswith("-I src") for a in ignored)
+
+
+def test_a_project_without_a_binding_or_a_library_not_installed_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ProjectError, match="binds no folder"):
+        _parse_coq_project("theories/A.v\n", tmp_path)
+    with pytest.raises(ProjectError, match=r"apt-get install -y libcoq-stdpp"):
+        installed_library("stdpp", root=tmp_path)
+    with pytest.raises(ProjectError, match="no _CoqProject and no dune"):
+        read_project(tmp_path)
+    assert parse_counts("16, 12,8") == {"P1": 16, "P2": 12, "P3": 8}
+    with pytest.raises(ValueError, match="P1,P2,P3"):
+        parse_counts("16,12")
+
+
+# -- prover tier: a synthetic project built with the real coqc ---------------------------------------
+
+
+def _coqc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["coqc", "-q", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("proj")
+    (root / "theories").mkdir()
+    (root / "theories" / "Base.v").write_text(BASE_V)
+    (root / "theories" / "Arith.v").write_text(ARITH_V)
+    (root / "_CoqProject").write_text("-R theories Proj\n-arg -w -arg -deprecated\ntheories/Base.v\ntheories/Arith.v\n")
+    for name in ("Base", "Arith"):
+        done = _coqc(root, "-R", "theories", "Proj", f"theories/{name}.v")
+        assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def verifier(project_dir: Path):
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    return close_at_session_end(CoqVerifier(audit="never", extra_args=read_project(project_dir).coq_args))
+
+
+def _tasks(project_dir: Path) -> dict[str, Task]:
+    tasks, _ = extract_project(read_project(project_dir))
+    return {t.metadata["qualid"].split(".", 2)[2]: t for t in tasks}
+
+
+@pytest.mark.prover
+@requires_coq
+def test_extraction_names_categories_and_counts_what_cannot_be_isolated(project_dir: Path) -> None:
+    project = read_project(project_dir)
+    assert [s.logical for s in project.sources] == ["Proj.Base", "Proj.Arith"]
+    assert project.coq_args == ("-R", str(project_dir / "theories"), "Proj", "-w", "-deprecated")
+    tasks, stats = extract_project(project)
+    by_name = {t.metadata["qualid"]: t for t in tasks}
+    assert sorted(by_name) == ["Proj.Arith.M.inner", "Proj.Arith.double_S", "Proj.Arith.double_plus",
+                               "Proj.Arith.later", "Proj.Base.double_0"]
+    assert dict(stats.excluded) == {"module_type": 1, "functor": 1, "admitted": 1}
+    assert by_name["Proj.Arith.double_plus"].category == "P3" and by_name["Proj.Arith.double_S"].category == "P2"
+    inner = by_name["Proj.Arith.M.inner"]
+    assert inner.id == "coq.proj.Proj.Arith.M.inner" and inner.metadata["library"] == "Proj.Arith"
+    assert inner.context == ARITH_V[: ARITH_V.index("  Lemma inner")]  # the file's prefix, nothing after
+    assert inner.metadata["coq_args"] == list(project.coq_args)
+
+
+@pytest.mark.prover
+@requires_coq
+def test_a_file_that_was_not_compiled_is_excluded_with_its_reason(project_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "proj"
+    shutil.copytree(project_dir, copy)
+    (copy / "theories" / "New.v").write_text("Lemma t : True.\nProof. exact I. Qed.\n")
+    (copy / "_CoqProject").write_text("-R theories Proj\n")  # no file list: every .v under the bindings
+    project = read_project(copy)
+    assert [s.logical for s in project.sources] == ["Proj.Arith", "Proj.Base"]
+    assert "not compiled" in project.files_excluded["Proj/New.v"]
+
+
+@pytest.mark.prover
+@requires_coq
+def test_the_original_file_is_reachable_through_its_vo_but_not_from_the_task(project_dir: Path, verifier) -> None:
+    # The installed .vo makes the original lemma, and what follows it, one Require away...
+    probe = project_dir / "Probe.v"
+    probe.write_text("Require Import Proj.Arith.\nCheck Proj.Arith.double_S.\nCheck Proj.Arith.later.\n")
+    assert _coqc(project_dir, "-R", "theories", "Proj", "Probe.v").returncode == 0
+    # ...so the context is the source prefix, replayed as the task's own file, never that .vo.
+    task = _tasks(project_dir)["Arith.double_S"]
+    assert not re.search(r"Require[^.]*\bArith\b", task.context)
+    assert verifier.check(task, task.reference_proof).verdict is Verdict.OK
+    for proof in ("Proof. exact Proj.Arith.double_S. Qed.", "Proof. exact double_S. Qed.",
+                  "Proof. intro n. apply Proj.Arith.later. Qed.", "Proof. intro n. apply later. Qed."):
+        assert verifier.check(task, proof).verdict is Verdict.FAIL, proof  # not there to be named
+    before = verifier.check(task, "Require Import Proj.Arith.\nProof. exact Proj.Arith.double_S. Qed.")
+    assert before.verdict is Verdict.ERROR and "does not load" in before.reasons[0]
+    inside = verifier.check(task, "Proof. Require Import Proj.Arith. exact Proj.Arith.double_S. Qed.")
+    assert inside.verdict is Verdict.CHEATING
+    # A library the context already loads may be required again (an honest slip): dropped, then checked.
+    again = verifier.check(task, "Require Import Proj.Base.\n" + task.reference_proof)
+    assert again.verdict is Verdict.OK
+
+
+@pytest.mark.prover
+@requires_coq
+def test_a_context_that_loads_the_original_file_is_refused(project_dir: Path, verifier) -> None:
+    from proofgym.envs.tasks.build import validate_tasks
+
+    tasks = _tasks(project_dir)
+    inner = tasks["Arith.M.inner"]
+    # As if the prefix reached the original file through a Require chain (or a prelude, or -require).
+    leaky = Task.from_dict({**inner.to_dict(), "id": inner.id + ".leaky",
+                            "context": inner.context.replace("From Proj Require Import Base.",
+                                                             "From Proj Require Import Base.\nRequire Proj.Arith.")})
+    # The verifier's leak check: the original (inside a module) and what follows it in its file.
+    used = verifier.check(leaky, "Proof. exact Proj.Arith.M.inner. Qed.")
+    assert used.verdict is Verdict.CHEATING and "uses the original lemma Proj.Arith.M.inner" in used.reasons
+    later = verifier.check(leaky, "Proof. intro n. pose proof (Proj.Arith.later n) as H. clear H. "
+                                  "induction n; simpl; auto. Qed.")
+    assert later.verdict is Verdict.CHEATING and any("Proj.Arith.later" in r for r in later.reasons)
+    assert verifier.check(leaky, inner.reference_proof).verdict is Verdict.OK  # honest work still passes
+    # The build refuses such a task outright, and keeps the honest one.
+    kept, excluded, false_rejections = validate_tasks(
+        [leaky, inner], workers=1, progress=False, verifier_kwargs={"extra_args": read_project(project_dir).coq_args})
+    assert [t.id for t in kept] == [inner.id] and not false_rejections
+    assert excluded == Counter({"context loads the original file (leak through Require)": 1})
+
+
+@pytest.mark.prover
+@requires_coq
+def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "coq-proj.jsonl"
+    report = build_coq_project(read_project(project_dir), out=out, counts={"P1": 2, "P2": 5, "P3": 5},
+                               workers=1, progress=False, seed=3)
+    data = json.loads(out.with_suffix(".report.json").read_text())
+    assert data["suite"] == "coq-proj" and data["extraction_exclusions"] == {"module_type": 1, "functor": 1,
+                                                                            "admitted": 1}
+    assert data["sampled"] == {"P1": 2, "P2": 1, "P3": 1} == data["kept"], data["excluded"]
+    assert data["coq_args"][:3] == ["-R", str(project_dir / "theories"), "Proj"]
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {t["suite"] for t in kept} == {"coq-proj"} and all(t["metadata"]["allowed_axioms"] == [] for t in kept)
+    assert report.render().startswith("suite coq-proj: 4 tasks")
+
+
+# -- prover tier: the installed stdpp ----------------------------------------------------------------
+
+
+def _stdpp_installed() -> bool:
+    try:
+        return (user_contrib() / "stdpp" / "base.vo").is_file()
+    except Exception:  # noqa: BLE001 - no coqc: the marker below says why
+        return False
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.skipif(not _stdpp_installed(), reason="stdpp is not installed: apt-get install -y libcoq-stdpp "
+                                                     "(scripts/setup.sh installs it)")
+def test_a_few_stdpp_tasks_validate_and_their_originals_stay_out_of_reach() -> None:
+    from proofgym.envs.tasks.build import validate_tasks
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    tasks, stats = extract_project(installed_library("stdpp"))
+    assert stats.files_scanned >= 40 and not stats.files_skipped
+    rng = random.Random(20261201)
+    small = [t for t in tasks if len(t.context) < 20000]  # a short prefix: seconds, not minutes, per context
+    chosen = [rng.choice(sorted((t for t in small if t.category == c), key=lambda t: t.id)) for c in ("P1", "P2", "P3")]
+    kept, excluded, false_rejections = validate_tasks(chosen, workers=1, progress=False)
+    assert [t.id for t in kept] == sorted(t.id for t in chosen), (excluded, false_rejections)
+    with CoqVerifier(audit="never") as verifier:
+        for task in chosen:
+            qualid, library = task.metadata["qualid"], task.metadata["library"]
+            assert verifier.check(task, f"Proof. exact {qualid}. Qed.").verdict is Verdict.FAIL
+            assert verifier.check(task, f"Require Import {library}.\nProof. exact {qualid}. Qed.").verdict \
+                is Verdict.ERROR
