@@ -19,7 +19,7 @@ from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.progress import ProgressBar
-from proofgym.envs.types import Task, Verdict
+from proofgym.envs.types import Task
 
 
 @dataclass
@@ -72,27 +72,42 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                     ) -> list[tuple[dict[str, Any], str | None, bool]]:
     """Validate tasks of one source file in order (one warm session extends along the file).
 
-    A task whose metadata names its original file (``library``, as project suites do) is also
-    refused when Coq says its context loads that file: the original lemma and what follows it
-    would then be reachable.
+    The reference and the cheats (``Admitted``; ``exact`` the original lemma, when the task names it) go
+    through the one suite validator (:func:`proofgym.envs.verifiers.validation.validate_suite`) on a
+    pool over this worker's verifier. A kept task whose metadata names its original file (``library``,
+    as project suites do) is also refused when Coq says its context loads that file: the original
+    lemma and what follows it would then be reachable.
     """
+    from proofgym.envs.systems import SPECS, CheatProbe
     from proofgym.envs.verifiers.coq.verifier import CoqVerifier, _locate_library
+    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.validation import validate_suite
 
     kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}
     if "coq" not in _VERIFIER:
         _VERIFIER["coq"] = CoqVerifier(**kwargs)
     verifier = _VERIFIER["coq"]
+    tasks = [Task.from_dict(raw) for raw in task_dicts]
+
+    def probes(task: Task) -> list[CheatProbe]:
+        cheats = list(SPECS["coq"].cheats)
+        if task.metadata.get("qualid"):
+            cheats.append(CheatProbe("exact <original lemma>", text=_original_cheat(task)))
+        return cheats
+
+    with InProcessPool({"coq": verifier}) as pool:
+        checked = validate_suite(tasks, pool, probes=probes, false_rejection=lambda ref: ref.backend == "precheck")
     out = []
-    for raw in task_dicts:
-        task = Task.from_dict(raw)
+    for raw, task in zip(task_dicts, tasks, strict=True):
+        reason = checked.reasons.get(task.id)
+        if reason is not None:
+            whitelist = task.id in checked.false_rejected
+            out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
+            if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
+                _VERIFIER.pop("coq").close()
+                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+            continue
         try:
-            ref = verifier.check(task, task.reference_proof)
-            if ref.verdict is not Verdict.OK:
-                whitelist = ref.verdict is Verdict.CHEATING and ref.backend == "precheck"
-                reason = f"reference proof {ref.verdict.value}" + (
-                    f": {ref.reasons[0][:70]}" if ref.reasons else "")
-                out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
-                continue
             library = str(task.metadata.get("library") or "")
             if library:
                 session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001 - same package
@@ -100,19 +115,12 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                     out.append((raw, "context loads the original file (leak through Require)", False))
                     continue
             allowed = sorted(verifier._allowed_axioms(task))  # noqa: SLF001 - same package
-            if verifier.check(task, "Proof. Admitted.").verdict is Verdict.OK:
-                out.append((raw, "Admitted accepted (verifier bug)", False))
-                continue
-            if task.metadata.get("qualid") and verifier.check(task, _original_cheat(task)).verdict is Verdict.OK:
-                out.append((raw, "exact <original lemma> accepted (leak)", False))
-                continue
             raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
             out.append((raw, None, False))
         except (VerifierError, OSError) as exc:
             _VERIFIER.pop("coq").close()
             out.append((raw, f"harness failure: {type(exc).__name__}", False))
-            _VERIFIER["coq"] = CoqVerifier(**kwargs)
-            verifier = _VERIFIER["coq"]
+            _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
         except ProofgymError as exc:
             out.append((raw, f"task does not load: {str(exc)[:80]}", False))
     return out
@@ -145,7 +153,8 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
                 if reason is None:
                     kept.append(Task.from_dict(raw))
                 else:
-                    excluded[reason.split(":")[0] if reason.startswith("task does not load") else reason] += 1
+                    loads = reason.startswith(("task does not load", "context does not load"))
+                    excluded[reason.split(":")[0] if loads else reason] += 1
                     if whitelist:
                         false_rejections.append(raw["id"])
                 bar.advance(description=f"kept {len(kept)}, excluded {sum(excluded.values())}")

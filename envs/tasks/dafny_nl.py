@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.tasks.dafny_nl_tasks import TASKS, DafnyTaskSource
-from proofgym.envs.types import Task, Verdict
+from proofgym.envs.types import Task
 
 SUITE = "dafny-nl"
 DATA_PATH = Path(__file__).resolve().parent / "data" / f"{SUITE}.jsonl"
@@ -105,22 +105,20 @@ class ValidationReport:
 
 
 def validate(tasks: list[Task], verifier: Any) -> ValidationReport:
-    """Reference OK and ``assume false`` variant CHEATING, for every task."""
+    """Reference OK and ``assume false`` variant CHEATING, for every task (the one suite validator, on a pool
+    over ``verifier``: :func:`proofgym.envs.verifiers.validation.validate_suite`)."""
     import time
 
+    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.validation import validate_suite
+
     start = time.monotonic()
+    with InProcessPool({"dafny": verifier}) as pool:
+        checked = validate_suite(tasks, pool, probe_verifier=verifier)
     report = ValidationReport()
-    for task in tasks:
-        ref = verifier.check(task, task.reference_proof)
-        if ref.verdict is not Verdict.OK:
-            report.failures[task.id] = f"reference is {ref.verdict.value}: {'; '.join(ref.reasons)[:200]} " \
-                                       f"{' | '.join(ref.messages)[:300]}"
-            continue
-        cheat = verifier.check(task, assume_false_variant(task, verifier))
-        if cheat.verdict is not Verdict.CHEATING:
-            report.failures[task.id] = f"assume-false variant is {cheat.verdict.value}, not CHEATING"
-            continue
-        report.ok.append(task.id)
+    report.ok = [task.id for task in checked.kept]
+    report.failures = dict(checked.rejected)
+    for task in checked.kept:
         report.per_category[task.category] += 1
     report.seconds = time.monotonic() - start
     return report

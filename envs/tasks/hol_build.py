@@ -18,14 +18,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError
 from proofgym.envs.tasks.hol_extract import ExtractionReport, TimeoutRule, extract_file
-from proofgym.envs.types import Task, Verdict
+from proofgym.envs.types import Task
 
 SUITE_NAME = "hol-light"
 
@@ -95,40 +94,31 @@ def extract_library(hol_dir: str | Path, files: Sequence[str], *, arch: str = "h
 def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, workers: int = 1,
                    check_timeout_s: float = 900.0, progress: Callable[[str], None] | None = None,
                    excluded: Counter | None = None, false_rejections: list[str] | None = None) -> list[Task]:
-    """Keep the tasks whose reference proof is OK and whose CHEAT_TAC is CHEATING; set their timeouts."""
+    """Keep the tasks whose reference proof is OK and whose CHEAT_TAC is CHEATING; set their timeouts.
+
+    The checks run through the one suite validator (:func:`proofgym.envs.verifiers.validation.validate_suite`)
+    on a pool over ``verifier``, with ``check_timeout_s`` for each; a kept task's timeout is ``rule`` of its
+    reference proof's measured time.
+    """
+    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.validation import validate_suite
+
     excluded = excluded if excluded is not None else Counter()
     false_rejections = false_rejections if false_rejections is not None else []
-
-    def one(task: Task) -> Task | None:
-        probe = replace(task, timeout_s=check_timeout_s)
-        try:  # CHEAT_TAC first: it loads the context, so the reference's time is the proof's alone
-            cheat = verifier.check(probe, "CHEAT_TAC")
-        except TaskFormatError as exc:
-            excluded[f"context does not load: {str(exc).splitlines()[0][:80]}"] += 1
-            return None
-        ref = verifier.check(probe, task.reference_proof)
-        if ref.verdict is not Verdict.OK:
-            if ref.verdict is Verdict.CHEATING:
-                false_rejections.append(f"{task.id}: {'; '.join(ref.reasons)}")
-            excluded[f"reference proof {ref.verdict.value}"] += 1
-            return None
-        if cheat.verdict is not Verdict.CHEATING:
-            excluded[f"CHEAT_TAC was {cheat.verdict.value}, not CHEATING"] += 1
-            return None
-        measured = ref.wall_s
-        return replace(task, timeout_s=rule(measured),
-                       metadata={**task.metadata, "reference_s": round(measured, 3),
-                                 "prover_version": ref.prover_version})
-
+    probes = [replace(task, timeout_s=check_timeout_s) for task in tasks]
+    with InProcessPool({"hol_light": verifier}, workers=max(1, workers)) as pool:
+        checked = validate_suite(probes, pool, concurrency=max(1, workers), progress=progress)
+    excluded.update(checked.excluded)
+    false_rejections.extend(checked.false_rejections)
+    kept_ids = {task.id for task in checked.kept}
     kept: list[Task] = []
-    done = 0
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for task, result in zip(tasks, pool.map(one, tasks), strict=True):
-            done += 1
-            if result is not None:
-                kept.append(result)
-            if progress is not None:
-                progress(f"[{done}/{len(tasks)}] {task.id}: {'kept' if result is not None else 'excluded'}")
+    for task in tasks:
+        if task.id not in kept_ids:
+            continue
+        ref = checked.references[task.id]
+        kept.append(replace(task, timeout_s=rule(ref.wall_s),
+                            metadata={**task.metadata, "reference_s": round(ref.wall_s, 3),
+                                      "prover_version": ref.prover_version}))
     return kept
 
 

@@ -593,7 +593,8 @@ def _construct(make: VerifierFactory, system: str, kwargs: dict[str, Any]) -> An
     return make(system, **kwargs) if takes_system else make(**kwargs)
 
 
-def _classify(exc: BaseException) -> str:
+def classify_failure(exc: BaseException) -> str:
+    """The :class:`Boundary` value of a failure raised by a verifier's ``check``."""
     if isinstance(exc, VerifierError):
         return "verifier"
     if isinstance(exc, (TaskFormatError, ProofgymError)):
@@ -642,7 +643,7 @@ def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | s
                     result = result.with_timing(result.wall_s, cpu_s=max(0.0, tree_cpu_s() - cpu_before))
                 reply: tuple[Any, ...] = ("result", seq, result, "", "")
             except Exception as exc:  # noqa: BLE001 - every failure goes back as a value
-                kind = _classify(exc)
+                kind = classify_failure(exc)
                 if kind != "task":  # a broken verifier is rebuilt for the next check
                     broken = verifiers.pop(task.system, None)
                     if broken is not None:

@@ -1,0 +1,129 @@
+"""One suite validator for every system, on the verifier pool (STYLE.md #10: every suite validates itself).
+
+A task enters a suite only if its reference proof is OK in isolation and every cheat probe of
+its system (:attr:`proofgym.envs.systems.SystemSpec.cheats`: ``Admitted`` for Coq, ``CHEAT_TAC``
+for HOL Light, the ``assume false`` variant for Dafny) is refused. Every check goes through a
+:class:`~proofgym.envs.verifiers.pool.VerifierPool`, so that validation sees the verdicts and
+harness failures training and evaluation will see; a builder that holds a warm verifier passes an
+:class:`~proofgym.envs.verifiers.inprocess_pool.InProcessPool` over it.
+
+Per task, in order: the probes whose text is fixed (they load the task's context, so that the
+reference's wall time is the proof's alone: HOL Light's timeouts are set from it), then the
+reference, then the probes built from the task (they may need the reference to resolve).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofgym.envs.systems import SPECS, CheatProbe
+from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.verifiers.pool import Boundary, PoolResult, VerifierPool
+
+
+@dataclass
+class SuiteValidation:
+    """What validation kept and why it dropped the rest.
+
+    Attributes:
+        kept: The tasks that validate, in the order given.
+        excluded: Exclusion reason -> how many tasks it dropped.
+        reasons: Task id -> its exclusion reason (a key of ``excluded``).
+        rejected: Task id -> why it was dropped (one line, with the prover's words where there are some).
+        false_rejections: ``"id: reasons"`` of honest references the integrity checks refused as CHEATING.
+        false_rejected: The ids of those tasks.
+        references: Task id -> the reference proof's result (its ``wall_s`` sets measured timeouts).
+    """
+
+    kept: list[Task] = field(default_factory=list)
+    excluded: Counter = field(default_factory=Counter)
+    reasons: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    false_rejections: list[str] = field(default_factory=list)
+    false_rejected: set[str] = field(default_factory=set)
+    references: dict[str, CheckResult] = field(default_factory=dict)
+
+
+def _first_line(text: str, width: int = 80) -> str:
+    return text.splitlines()[0][:width] if text else ""
+
+
+def validate_suite(tasks: Sequence[Task], pool: VerifierPool, *, probes: Callable[[Task], Sequence[CheatProbe]]
+                   | None = None, probe_verifier: Any = None, concurrency: int = 1,
+                   false_rejection: Callable[[CheckResult], bool] | None = None,
+                   progress: Callable[[str], None] | None = None) -> SuiteValidation:
+    """Validate ``tasks`` on ``pool``; see the module docstring.
+
+    Args:
+        tasks: The candidate tasks (their ``timeout_s`` is the budget of every check).
+        pool: Where the checks run.
+        probes: The cheat probes of a task; default: its system's (:mod:`proofgym.envs.systems`).
+        probe_verifier: Passed to a probe built from the task (Dafny's reads the program's symbols).
+        concurrency: Tasks validated at once (each one's checks stay in order).
+        false_rejection: Which CHEATING verdicts on a reference are the integrity checks refusing honest
+            text (default: every one; Coq's: only its precheck's, as its kernel audit's are real findings).
+        progress: Called with one line per task (``[3/40] id: kept``).
+
+    A harness failure drops the task with its boundary as the reason (``task``: the context does not
+    load); it is never taken for a verdict.
+    """
+    probes_of = probes or (lambda task: SPECS[task.system].cheats if task.system in SPECS else ())
+    out = SuiteValidation()
+
+    def check(task: Task, proof: str) -> PoolResult:
+        return pool.submit(task, proof).result()
+
+    def failure(result: PoolResult) -> tuple[str, str]:
+        if result.error_kind == Boundary.TASK.value:
+            return f"context does not load: {_first_line(result.harness_error)}", result.harness_error
+        return f"harness failure: {result.error_kind}", result.harness_error
+
+    def one(task: Task) -> tuple[str | None, str]:
+        fixed = [p for p in probes_of(task) if p.text is not None]
+        built = [p for p in probes_of(task) if p.text is None]
+        answers: list[tuple[CheatProbe, PoolResult]] = [(p, check(task, p.text or "")) for p in fixed]
+        for _, got in answers:
+            if got.result is None:
+                return failure(got)
+        ref = check(task, task.reference_proof)
+        if ref.result is None:
+            return failure(ref)
+        out.references[task.id] = ref.result
+        if ref.result.verdict is not Verdict.OK:
+            verdict = ref.result.verdict.value
+            if ref.result.verdict is Verdict.CHEATING and (false_rejection is None or false_rejection(ref.result)):
+                out.false_rejections.append(f"{task.id}: {'; '.join(ref.result.reasons)}")
+                out.false_rejected.add(task.id)
+            return f"reference proof {verdict}", (f"reference is {verdict}: {'; '.join(ref.result.reasons)[:200]} "
+                                                  f"{' | '.join(ref.result.messages)[:300]}")
+        for probe in built:
+            answers.append((probe, check(task, probe.submission(task, probe_verifier))))
+        for probe, got in answers:
+            if got.result is None:
+                return failure(got)
+            verdict = got.result.verdict
+            if probe.must_be is not None and verdict.value != probe.must_be:
+                reason = f"{probe.name} was {verdict.value}, not {probe.must_be}"
+                return reason, reason
+            if probe.must_be is None and verdict is Verdict.OK:
+                reason = f"{probe.name} accepted"
+                return reason, reason
+        return None, ""
+
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="proofgym-validate") as executor:
+        for task, (reason, detail) in zip(tasks, executor.map(one, tasks), strict=True):
+            done += 1
+            if reason is None:
+                out.kept.append(task)
+            else:
+                out.excluded[reason] += 1
+                out.reasons[task.id] = reason
+                out.rejected[task.id] = detail or reason
+            if progress is not None:
+                progress(f"[{done}/{len(tasks)}] {task.id}: {'kept' if reason is None else 'excluded'}")
+    return out
