@@ -108,6 +108,22 @@ def test_a_project_without_a_binding_or_a_library_not_installed_says_what_to_do(
         parse_counts("16,12")
 
 
+def test_a_dune_project_binds_each_theory_to_its_build_folder(tmp_path: Path) -> None:
+    (tmp_path / "theories" / "sub").mkdir(parents=True)
+    (tmp_path / "dune-project").write_text("(lang dune 3.0)\n(using coq 0.6)\n")
+    (tmp_path / "theories" / "dune").write_text("(coq.theory\n (name Foo)\n (theories Stdlib))\n")
+    for rel in ("A.v", "sub/B.v", "C.v"):
+        (tmp_path / "theories" / rel).write_text("Lemma t : True.\nProof. exact I. Qed.\n")
+    build = tmp_path / "_build" / "default" / "theories"
+    (build / "sub").mkdir(parents=True)
+    for rel in ("A.vo", "sub/B.vo"):  # C.v was not built
+        (build / rel).write_bytes(b"")
+    project = read_project(tmp_path, name="foo")
+    assert project.coq_args == ("-Q", str(build), "Foo")
+    assert [(s.logical, s.rel_path) for s in project.sources] == [("Foo.A", "Foo/A.v"), ("Foo.sub.B", "Foo/sub/B.v")]
+    assert "not compiled" in project.files_excluded["Foo/C.v"]
+
+
 # -- prover tier: a synthetic project built with the real coqc ---------------------------------------
 
 
@@ -117,8 +133,8 @@ def _coqc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("proj")
-    (root / "theories").mkdir()
+    root = tmp_path_factory.mktemp("synthetic") / "proj"  # the folder's name is the project's: suite coq-proj
+    (root / "theories").mkdir(parents=True)
     (root / "theories" / "Base.v").write_text(BASE_V)
     (root / "theories" / "Arith.v").write_text(ARITH_V)
     (root / "_CoqProject").write_text("-R theories Proj\n-arg -w -arg -deprecated\ntheories/Base.v\ntheories/Arith.v\n")
