@@ -44,6 +44,13 @@ _V = TypeVar("_V", bound="ProverVerifier")
 AUDIT_MODES = ("always", "sample", "never")
 
 
+class ContextLoadError(TaskFormatError):
+    """The task's context (or statement, or goal) does not load in the prover: the task is broken, not the proof.
+
+    The same class for every prover (``coq.ContextLoadError`` and ``hol_light.ContextLoadError`` name it).
+    """
+
+
 def invalid_submission(exc: InvalidSubmission) -> CheckResult:
     """The verdict on a submission no prover may see (empty, binary, oversized): the same in every system."""
     return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,

@@ -1,4 +1,4 @@
-"""What Coq's failures mean: a context that does not load (the task is broken), and a message's repair category.
+"""What Coq's failures mean: a message's repair category, and (every prover's) a context that does not load.
 
 Shared by the whole-proof verifier and the tactic session, which both load contexts and read
 Coq's error messages.
@@ -6,12 +6,10 @@ Coq's error messages.
 
 from __future__ import annotations
 
-from proofgym.envs.errors import TaskFormatError
 from proofgym.envs.types import ErrorCategory
+from proofgym.envs.verifiers.base import ContextLoadError
 
-
-class ContextLoadError(TaskFormatError):
-    """The task's context or statement does not load in Coq: the task is broken, not the proof."""
+__all__ = ["ContextLoadError", "categorize"]
 
 
 def categorize(message: str) -> ErrorCategory:

@@ -47,7 +47,7 @@ from typing import IO
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
+from proofgym.envs.verifiers.base import ContextLoadError, ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
@@ -68,10 +68,6 @@ _CATEGORIES = {
     "type": ErrorCategory.TYPE, "undefined": ErrorCategory.UNDEFINED, "timeout": ErrorCategory.TIMEOUT,
     "cheating": ErrorCategory.CHEATING, "resource": ErrorCategory.RESOURCE, "other": ErrorCategory.OTHER,
 }
-
-
-class ContextLoadError(TaskFormatError):
-    """The task's context (or goal) does not load in HOL Light: the task is broken, not the proof."""
 
 
 @dataclass(frozen=True)
