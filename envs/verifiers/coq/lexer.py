@@ -10,7 +10,7 @@ It is deliberately conservative: a text that Coq would cut differently is
 either cut *earlier* here (so Coq sees an incomplete sentence and reports a
 syntax error) or rejected. The Coq verifier additionally wraps every tactic
 sentence in parentheses before sending it, so that Coq's own parser must agree
-with this cut or fail (see ``coq.py``).
+with this cut or fail (see ``verifier.py``).
 """
 
 from __future__ import annotations

@@ -695,7 +695,7 @@ class HolLightVerifier(ProverVerifier):
         return replace(result, prover_version=version)
 
     def open(self, task: Task) -> HolTacticSession:
-        """A branching tactic session on ``task``: states are replayed proof trees (see ``hol_tactic``)."""
+        """A branching tactic session on ``task``: states are replayed proof trees (see :mod:`.tactic`)."""
         self.require_system(task)
         return HolTacticSession(self, task)
 
