@@ -15,7 +15,7 @@ The steps, in order:
    states the statement itself. Not for Coq: its verifier normalises a repeated
    statement (and prose, a stray ``Require``...) itself, with one rule for every
    path, ``proofgym check`` of a raw reply included
-   (:func:`~proofgym.envs.verifiers.coq_proof.normalize_proof`);
+   (:func:`~proofgym.envs.verifiers.coq.proof.normalize_proof`);
 5. trim trailing whitespace and blank lines; CRLF becomes LF.
 
 Nothing else is rewritten: markdown such as ``**`` is left alone because it is

@@ -86,9 +86,9 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
     ``result`` (the final :class:`CheckResult` when the proof was re-checked), ``proof``.
 
     ## Backends
-    - Coq: one sandboxed ``coqidetop`` per episode (``envs/verifiers/coq_tactic.py``).
+    - Coq: one sandboxed ``coqidetop`` per episode (``envs/verifiers/coq/tactic.py``).
     - HOL Light: states are replayed proof trees on the verifier's warm fork server, one
-      sandboxed check per step (``envs/verifiers/hol_tactic.py``); a finished state has
+      sandboxed check per step (``envs/verifiers/hol_light/tactic.py``); a finished state has
       already passed that check, and is re-checked like any other.
 
     ## Version History

@@ -17,7 +17,7 @@ a hole the observation's ``statement`` is the hole's goal as the prover prints i
 Both systems run the same search through a small backend: Coq works on sentences
 (a hole is focused with ``{`` and filled with a braced block), HOL Light on tactic
 expressions (a hole is an open goal of a replayed proof tree, filled by grafting a
-tactic expression there; see ``envs/verifiers/hol_tactic.py``).
+tactic expression there; see ``envs/verifiers/hol_light/tactic.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 
 from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, Task, Verdict
-from proofgym.envs.verifiers import coq_tactic, hol_tactic
+from proofgym.envs.verifiers.coq import tactic as coq_tactic
+from proofgym.envs.verifiers.hol_light import tactic as hol_tactic
 
 #: Hammer tactics tried first (on the whole goal, then on every hole), per system: each spec's ``hammers``.
 HAMMER_TACTICS: dict[str, tuple[str, ...]] = {name: s.hammers for name, s in SPECS.items() if s.hammers}
