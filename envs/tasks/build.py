@@ -79,7 +79,7 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     lemma and what follows it would then be reachable.
     """
     from proofgym.envs.systems import SPECS, CheatProbe
-    from proofgym.envs.verifiers.coq.verifier import CoqVerifier, _locate_library
+    from proofgym.envs.verifiers.coq.verifier import CoqVerifier
     from proofgym.envs.verifiers.inprocess_pool import InProcessPool
     from proofgym.envs.verifiers.validation import validate_suite
 
@@ -109,12 +109,10 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
             continue
         try:
             library = str(task.metadata.get("library") or "")
-            if library:
-                session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001 - same package
-                if _locate_library(session.ide, library, session.base)[1]:
-                    out.append((raw, "context loads the original file (leak through Require)", False))
-                    continue
-            allowed = sorted(verifier._allowed_axioms(task))  # noqa: SLF001 - same package
+            if library and verifier.context_loads_library(task, library):
+                out.append((raw, "context loads the original file (leak through Require)", False))
+                continue
+            allowed = sorted(verifier.allowed_axioms(task))
             raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
             out.append((raw, None, False))
         except (VerifierError, OSError) as exc:

@@ -200,6 +200,20 @@ class CoqVerifier(ProverVerifier):
         self.require_system(task)
         return CoqTacticSession(self, self._with_prelude(task))
 
+    def allowed_axioms(self, task: Task) -> frozenset[str]:
+        """The axioms an OK proof of ``task`` may use: its ``allowed_axioms``, else what its reference needs."""
+        with self._lock:
+            self.ensure_open()
+            return self._allowed_axioms(task)
+
+    def context_loads_library(self, task: Task, library: str) -> bool:
+        """Whether ``task``'s context (after the prelude) loads ``library``, as Coq's ``Locate Library`` says
+        in the warm session of that context (a suite builder refuses a task that can reach its original file)."""
+        with self._lock:
+            self.ensure_open()
+            session = self._session(self._with_prelude(task).context)
+            return _locate_library(session.ide, library, session.base)[1]
+
     def localize(self, task: Task, proof: str) -> Localization:
         """Cobblestone's fail-safe localization of ``proof`` (see :func:`.tactic.localize`)."""
         with self.open(task) as session:
