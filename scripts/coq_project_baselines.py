@@ -27,6 +27,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from proofgym.agents.symbolic import COQ_HAMMER, COQ_PLAIN, SymbolicAgent
+from proofgym.envs.errors import ProofgymError
 from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 from proofgym.envs.verifiers.coq import HAMMER_PRELUDE, CoqVerifier
 from proofgym.envs.verifiers.procfs import rss_bytes
@@ -70,6 +71,33 @@ def main(argv: list[str] | None = None) -> int:
     checks: list[dict] = []
     contexts: list[dict] = []
     start = time.monotonic()
+
+    def summarize() -> dict:
+        total_s = time.monotonic() - start
+        walls = [c["wall_s"] for c in checks]
+        summary = {
+            "suite": args.suite, "agent": args.agent, "tasks": len(tasks), "per_category_sample": args.per_category,
+            "seed": args.seed, "proof": None if args.agent == "reference" else symbolic, "prelude": prelude,
+            "per_category": {c: dict(v) for c, v in sorted(per_category.items())},
+            "ok_rate": {c: round(v["OK"] / max(1, sum(v.values()) - v["harness"]), 3)
+                        for c, v in sorted(per_category.items())},
+            "overall_ok_rate": round(sum(v["OK"] for v in per_category.values())
+                                     / max(1, sum(sum(v.values()) - v["harness"] for v in per_category.values())), 3),
+            "check_s": {"median": round(statistics.median(walls), 2) if walls else None,
+                        "max": max(walls, default=None)},
+            "contexts": {"n": len(contexts),
+                         "load_s_median": round(statistics.median(c["load_s"] for c in contexts), 2) if contexts else None,
+                         "load_s_max": max((c["load_s"] for c in contexts), default=None),
+                         "rss_mb_median": statistics.median(c["rss_mb"] for c in contexts) if contexts else None,
+                         "rss_mb_max": max((c["rss_mb"] for c in contexts), default=None),
+                         "each": contexts},
+            "total_s": round(total_s, 1),
+            "checks": checks,
+        }
+        if args.out:  # after every check, so that a run stopped at its deadline leaves what it did
+            Path(args.out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        return summary
+
     with CoqVerifier(prelude=prelude, extra_args=coq_args, max_sessions=2) as verifier:
         last_file = None
         for n, task in enumerate(tasks, 1):
@@ -80,39 +108,28 @@ def main(argv: list[str] | None = None) -> int:
                 for session in list(verifier._sessions.values()):  # noqa: SLF001 - measure a cold load
                     verifier._drop(session)  # noqa: SLF001
                 t0 = time.monotonic()
-                session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001
-                contexts.append({"file": last_file, "context_chars": len(task.context),
-                                 "load_s": round(time.monotonic() - t0, 2),
-                                 "rss_mb": round(rss_bytes(session.ide.program_pids()) / 2**20)})
+                try:
+                    session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001
+                    contexts.append({"file": last_file, "context_chars": len(task.context),
+                                     "load_s": round(time.monotonic() - t0, 2),
+                                     "rss_mb": round(rss_bytes(session.ide.program_pids()) / 2**20)})
+                except ProofgymError as exc:  # the check below records it for the task
+                    print(f"context of {last_file} does not load: {exc}", file=sys.stderr)
             proof = task.reference_proof if args.agent == "reference" else symbolic
             t0 = time.monotonic()
-            result = verifier.check(task, proof)
+            try:
+                result = verifier.check(task, proof)
+                verdict, reason = result.verdict.value, (result.reasons or ("",))[0][:120]
+            except ProofgymError as exc:  # a harness failure is its own count, never a wrong answer
+                verdict, reason = "harness", f"{type(exc).__name__}: {str(exc)[:100]}"
             wall = time.monotonic() - t0
-            per_category[task.category][result.verdict.value] += 1
-            checks.append({"id": task.id, "category": task.category, "verdict": result.verdict.value,
-                           "wall_s": round(wall, 2), "reason": (result.reasons or ("",))[0][:120]})
-            print(f"[{n}/{len(tasks)}] {task.id} {result.verdict.value} {wall:.1f}s", file=sys.stderr, flush=True)
-    total_s = time.monotonic() - start
-    walls = [c["wall_s"] for c in checks]
-    summary = {
-        "suite": args.suite, "agent": args.agent, "tasks": len(tasks), "per_category_sample": args.per_category,
-        "seed": args.seed, "proof": None if args.agent == "reference" else symbolic, "prelude": prelude,
-        "per_category": {c: dict(v) for c, v in sorted(per_category.items())},
-        "ok_rate": {c: round(v["OK"] / sum(v.values()), 3) for c, v in sorted(per_category.items())},
-        "overall_ok_rate": round(sum(v["OK"] for v in per_category.values()) / max(1, len(tasks)), 3),
-        "check_s": {"median": round(statistics.median(walls), 2) if walls else None,
-                    "max": max(walls, default=None)},
-        "contexts": {"n": len(contexts),
-                     "load_s_median": round(statistics.median(c["load_s"] for c in contexts), 2) if contexts else None,
-                     "load_s_max": max((c["load_s"] for c in contexts), default=None),
-                     "rss_mb_median": statistics.median(c["rss_mb"] for c in contexts) if contexts else None,
-                     "rss_mb_max": max((c["rss_mb"] for c in contexts), default=None),
-                     "each": contexts},
-        "total_s": round(total_s, 1),
-        "checks": checks,
-    }
-    if args.out:
-        Path(args.out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            per_category[task.category][verdict] += 1
+            checks.append({"id": task.id, "category": task.category, "verdict": verdict,
+                           "wall_s": round(wall, 2), "reason": reason})
+            print(f"[{n}/{len(tasks)}] {task.id} {verdict} {wall:.1f}s", file=sys.stderr, flush=True)
+            summarize()
+    summary = summarize()
+    total_s = summary["total_s"]
     cells = " | ".join(f"{c} {v['OK']}/{sum(v.values())}" for c, v in sorted(per_category.items()))
     print(f"| {args.suite} | {args.agent} | {cells} | {summary['overall_ok_rate']:.1%} | {total_s:.0f} s |")
     return 0
