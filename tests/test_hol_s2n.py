@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from proofgym.envs.tasks.hol_extract import TimeoutRule
 from proofgym.envs.tasks.hol_inline import SourceTree, split_phrases, toplevel_theorems
 from proofgym.envs.tasks.hol_s2n import (
     CONTEXTS_DIR,
@@ -406,3 +407,55 @@ def test_a_missing_object_file_is_one_clear_error(checkout: Path, tmp_path: Path
     assert str(info.value) == (f"task arm.bignum_demo.PAIR_A: object file arm/generic/bignum_demo.o is not built in "
                                f"{checkout} (the context reads it); build it: make -C {checkout}/arm generic/bignum_demo.o")
     assert verifier.stats["server_starts"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# prover tier: Debian's HOL Light checks imported tasks (one server, the `arm` base of a small checkout)
+
+LOADABLE = {
+    "arm/Makefile": "OBJ = generic/bignum_demo.o\n",
+    "arm/proofs/base.ml": 'loadt "common/overlap.ml";;\n',
+    "common/overlap.ml": "let OV_ADD = prove(`!n. n + 0 = n`, ARITH_TAC);;\n",
+    "common/extra.ml": "let EXTRA_DOUBLE = prove(`!n. 2 * n = n + n`, ARITH_TAC);;\n",
+    "arm/proofs/bignum_demo.ml": 'needs "arm/proofs/base.ml";;\nneeds "common/extra.ml";;\n'
+                                 "let L1 = time prove(`!x. x + 1 > x`, ARITH_TAC);;\n"
+                                 "let _ = prove(`F`, ALL_TAC);;\n"  # would fail if a context ran it
+                                 "let L2 = prove(`!x. 2 * (x + 0) = x + x`, REWRITE_TAC[OV_ADD; EXTRA_DOUBLE]);;\n",
+}
+
+
+@pytest.mark.prover
+def test_imported_tasks_check_on_hol_light(tmp_path: Path):
+    """Reference OK, ALL_TAC FAIL, CHEAT_TAC CHEATING on the real prover: the contexts (cheated pieces,
+    a needs-loaded file, an anonymous proof that would fail) load on the base the task names, and a
+    reference proof may use both a lemma the base proved and one the context cheated."""
+    from proofgym.envs.tasks.hol_build import validate_tasks
+    from proofgym.envs.types import Verdict
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_installed
+
+    if not hol_light_installed():
+        pytest.skip("HOL Light is not installed: apt-get install hol-light libnum-ocaml-dev")
+    root = tmp_path / "s2n-bignum"
+    for rel, text in LOADABLE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    tasks, _ = import_s2n(root, hol_dir="/usr/share/hol-light")
+    on_arm = [t for t in tasks if t.metadata["base"] == "arm"]
+    assert {t.id for t in on_arm} == {"common.extra.EXTRA_DOUBLE", "arm.bignum_demo.L1", "arm.bignum_demo.L2"}
+    with HolLightVerifier(bases=s2n_bases(root), progress=False) as verifier:
+        kept = validate_tasks(on_arm, verifier, rule=TimeoutRule())
+        failed = {t.id: verifier.check(t, "ALL_TAC").verdict for t in on_arm}
+    assert {t.id for t in kept} == {t.id for t in on_arm}  # reference OK and CHEAT_TAC CHEATING, each
+    assert set(failed.values()) == {Verdict.FAIL}
+
+
+def test_a_lib_base_routes_through_base_ml_even_when_it_starts_with_an_s2n_load(checkout: Path):
+    (checkout / "arm" / "proofs" / "base.ml").write_text('loadt "common/overlap.ml";;\nloadt "arm/proofs/instruction.ml";;\n')
+    instruction = checkout / "arm" / "proofs" / "instruction.ml"
+    instruction.write_text(instruction.read_text().replace('needs "common/overlap.ml";;\n', ""))  # only base.ml loads it
+    tasks, _ = import_s2n(checkout, hol_dir="")
+    lib = next(b for b in s2n_bases(checkout) if b.name == "arm-lib")
+    assert lib.setup == ""
+    task = next(t for t in tasks if t.id == "arm.instruction.INSTR_A")
+    assert task.metadata["base"] == "arm-lib"
+    assert _flatten(task.context, set(), checkout)[0].startswith("let OVERLAP_LEMMA = prove")

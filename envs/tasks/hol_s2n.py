@@ -274,7 +274,8 @@ class S2nBase:
     arch: str
     setup: str
     loaded: frozenset[str]  # checkout files (relative) the base loads: never loaded again by a context
-    start: int = 0  # lib bases: the phrase of base.ml where contexts take over
+    lib: bool = False  # a lib base: contexts run base.ml's s2n part from `start` on
+    start: int = 0
 
 
 def s2n_bases(checkout: str | Path, startup_timeout_s: float = 3600.0,
@@ -295,7 +296,7 @@ def _bases(tree: SourceTree) -> list[S2nBase]:
         src = tree.file(base_ml)
         first = next((i for i in range(len(src.phrases)) if (ld := src.loads.get(i)) and ld.target), len(src.phrases))
         setup = "".join(src.phrases[i].text.strip("\n") + ";;\n" for i in range(first))
-        out.append(S2nBase(f"{arch}-lib", arch, setup, frozenset(), start=first))
+        out.append(S2nBase(f"{arch}-lib", arch, setup, frozenset(), lib=True, start=first))
     return out
 
 
@@ -360,7 +361,7 @@ class ContextWriter:
         On an architecture base the target is its own root. On a lib base the root is ``base.ml``
         from the base's start: the walk descends into the load that first reaches the target file.
         """
-        if not self.base.start and target not in self.base.loaded:
+        if not self.base.lib:
             return []
         base_ml = f"{self.base.arch}/proofs/base.ml"
         pieces: list[tuple[str, int, int]] = []
