@@ -61,7 +61,10 @@ class CheckpointEvalCallback(TrainerCallback):
     Args:
         suite_path: The held-out tasks (JSONL).
         every_steps: Evaluate every N optimizer steps (0: only when asked, e.g. at the end).
-        on_start: Evaluate the initial model too (saved as ``checkpoint-0``).
+        on_start: Evaluate the initial model too (step 0). It is evaluated where it already is on disk
+            (``start_checkpoint``), never saved again; without one it is saved as ``checkpoint-0``.
+        start_checkpoint: The initial model's checkpoint dir or ``.gguf`` file: what the trainer
+            loaded (or the warm start), unchanged until the first step.
         k: pass@k to report.
         n: Samples per task (default ``k``).
         workers: Verifier processes of the evaluation.
@@ -82,8 +85,10 @@ class CheckpointEvalCallback(TrainerCallback):
                  n: int | None = None, workers: int = 2, engine: str = "local", max_tokens: int = 256, temperature: float | None = None,
                  batch_size: int = 8, context_chars: int = 2000, audit: str | None = None, device: str = "auto",
                  seed: int | None = None, out_dir: str | Path | None = None,
-                 report_to: Sequence[str] | str | None = None, announce: Callable[[str], None] = announce) -> None:
+                 report_to: Sequence[str] | str | None = None, announce: Callable[[str], None] = announce,
+                 start_checkpoint: str | Path | None = None) -> None:
         self.suite_path = Path(suite_path)
+        self.start_checkpoint = Path(start_checkpoint) if start_checkpoint is not None else None
         self.every_steps = int(every_steps)
         self.on_start = on_start
         self.options = dict(k=k, n=n, workers=workers, engine=engine, max_tokens=max_tokens, temperature=temperature,
@@ -102,8 +107,9 @@ class CheckpointEvalCallback(TrainerCallback):
         self._report_to = list(args.report_to or [])
         self.out_dir = self.out_dir or Path(args.output_dir)
         if self.on_start and state.global_step == 0 and state.is_world_process_zero:
-            path = Path(args.output_dir) / "checkpoint-0"
-            save_model(model, processing_class, path)
+            path = self.start_checkpoint
+            if path is None:  # nothing on disk holds the initial weights: save them once
+                path = save_model(model, processing_class, Path(args.output_dir) / "checkpoint-0")
             self.evaluate_checkpoint(path, 0)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -237,9 +237,14 @@ def resolve_model(name: str, *, cache_dir: str | Path) -> ResolvedModel:
     return ResolvedModel(name, None, name.split("/")[-1])  # a hub id: loads from the cache or downloads
 
 
-def load_model(resolved: ResolvedModel, *, dtype: str = "float32", threads: int = 0) -> tuple[Any, Any]:
+def load_model(resolved: ResolvedModel, *, init_kwargs: dict[str, Any] | str | None = None, threads: int = 0
+               ) -> tuple[Any, Any]:
     """``(model, tokenizer)``; the tokenizer gets a pad token and a chat template when it has none.
 
+    ``init_kwargs`` is the config's ``model_init_kwargs``, passed to ``from_pretrained`` as TRL
+    passes them when it loads a model itself (proofgym loads it, so TRL ignores them): ``dtype``
+    (``bfloat16``, ``auto``...; default ``float32``), ``attn_implementation``, ``revision``... A
+    ``device_map`` is dropped in a multi-process run (each process places its own copy), as TRL does.
     ``threads`` > 0 sets torch's CPU threads for the whole process (training and checkpoint evaluation).
     """
     require("torch", "train")
@@ -255,10 +260,10 @@ def load_model(resolved: ResolvedModel, *, dtype: str = "float32", threads: int 
     kwargs: dict[str, Any] = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
     if resolved.gguf_file:
         require("gguf", "train")
-    torch_dtype = getattr(torch, dtype, None) if dtype != "auto" else "auto"
+    model_kwargs = model_init_kwargs(init_kwargs)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved.location, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(resolved.location, dtype=torch_dtype, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(resolved.location, **model_kwargs, **kwargs)
     except OSError as exc:
         raise TrainConfigError(f"cannot load model {resolved.location}: {str(exc).splitlines()[0]}") from None
     if resolved.gguf_file:
@@ -275,6 +280,38 @@ def load_model(resolved: ResolvedModel, *, dtype: str = "float32", threads: int 
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def model_init_kwargs(init_kwargs: dict[str, Any] | str | None) -> dict[str, Any]:
+    """``from_pretrained`` keywords of a ``model_init_kwargs`` value (a dict, or its JSON text).
+
+    ``dtype`` (or the older ``torch_dtype``) becomes a torch dtype (``auto`` stays as it is;
+    default float32: training wants full-precision master weights unless told otherwise).
+
+    Raises:
+        TrainConfigError: not a mapping, or a dtype torch does not have.
+    """
+    import torch
+
+    if isinstance(init_kwargs, str):
+        try:
+            init_kwargs = json.loads(init_kwargs)
+        except ValueError:
+            raise TrainConfigError(f"model_init_kwargs is not a JSON mapping: {init_kwargs!r}") from None
+    if init_kwargs is not None and not isinstance(init_kwargs, dict):
+        raise TrainConfigError(f"model_init_kwargs must be a mapping, got {init_kwargs!r}")
+    kwargs = dict(init_kwargs or {})
+    dtype = kwargs.pop("torch_dtype", None) or kwargs.pop("dtype", None) or "float32"
+    if isinstance(dtype, str) and dtype != "auto":
+        found = getattr(torch, dtype, None)
+        if not isinstance(found, torch.dtype):
+            raise TrainConfigError(f"model_init_kwargs dtype {dtype!r} is not a torch dtype (bfloat16, float16, "
+                                   f"float32 or auto)")
+        dtype = found
+    kwargs["dtype"] = dtype
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        kwargs.pop("device_map", None)
+    return kwargs
 
 
 def peft_config(cfg: Any) -> Any:
@@ -324,6 +361,12 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
         raise TrainConfigError(f"verifier_engine must be local or ray, got {cfg.verifier_engine!r}")
     if cfg.checkpoint_eval_k < 1 or cfg.checkpoint_eval_n < 0 or cfg.checkpoint_eval_steps < 0:
         raise TrainConfigError("checkpoint_eval_k must be >= 1, and checkpoint_eval_n, checkpoint_eval_steps >= 0")
+    from proofgym.training.distributed import refuse_zero3_checkpoint_eval
+
+    try:
+        refuse_zero3_checkpoint_eval(cfg)
+    except ValueError as exc:
+        raise TrainConfigError(str(exc)) from None
     model = resolve_model(cfg.model_name_or_path, cache_dir=Path(cfg.output_dir) / ".cache")
     try:
         suite_path = resolve_suite(cfg.suite)
@@ -400,26 +443,41 @@ class TrainResult:
     reward_totals: dict[str, int] = field(default_factory=dict)
     curriculum: list[dict[str, Any]] = field(default_factory=list)
     """Each curriculum estimate (step, counts, p_hat per task), when the run had a curriculum."""
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    """The SFT warm start, when the run had one: its path, steps, loss per step and seconds."""
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def checkpoint_evaluator(cfg: Any, prepared: PreparedRun) -> Any:
-    """The :class:`~proofgym.training.callbacks.CheckpointEvalCallback` the config asks for, or ``None``."""
+def model_path(resolved: ResolvedModel) -> Path:
+    """Where a resolved model is on disk (its dir, or its ``.gguf`` file), to evaluate it in place."""
+    return Path(resolved.location) / resolved.gguf_file if resolved.gguf_file else Path(resolved.location)
+
+
+def checkpoint_evaluator(cfg: Any, prepared: PreparedRun, *, start: str | Path | None = None) -> Any:
+    """The :class:`~proofgym.training.callbacks.CheckpointEvalCallback` the config asks for, or ``None``.
+
+    ``start``: the initial model on disk (default: the model the run loads, when it is on disk), so
+    the step-0 evaluation reads it there instead of saving a copy.
+    """
     from proofgym.training.callbacks import CheckpointEvalCallback
 
     if prepared.heldout_path is None:
         return None
+    if start is None and model_path(prepared.model).exists():
+        start = model_path(prepared.model)
     return CheckpointEvalCallback(
         prepared.heldout_path, every_steps=cfg.checkpoint_eval_steps, on_start=cfg.checkpoint_eval_on_start,
         k=cfg.checkpoint_eval_k, n=cfg.checkpoint_eval_n or None, workers=cfg.verifier_workers,
         engine=cfg.verifier_engine,
         max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
         batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
-        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to)
+        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to,
+        start_checkpoint=start)
 
 
 def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,
-                reward: Any = None, model_name: str = "", curriculum: Any = None) -> TrainResult:
+                reward: Any = None, model_name: str = "", curriculum: Any = None,
+                warm_start: dict[str, Any] | None = None) -> TrainResult:
     """``trainer.train()``, then the final checkpoint, its evaluation, the W&B artifact; Ctrl-C saves a checkpoint.
 
     A first Ctrl-C (with ``interrupt`` installed) ends training after the current step with a
@@ -444,13 +502,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
             interrupt.uninstall()
     interrupted = bool(interrupt is not None and interrupt.requested)
     step = trainer.state.global_step
-    trainer.save_model(str(output_dir))
-    final = output_dir
-    if getattr(cfg, "use_peft", False):
-        final = output_dir / "merged"
-        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
-        merged.save_pretrained(final)
-        trainer.processing_class.save_pretrained(final)
+    final = save_final_model(trainer, output_dir, peft=getattr(cfg, "use_peft", False))
     if interrupted:
         announce(f"stopped by Ctrl-C at step {step}; checkpoint in {output_dir / f'checkpoint-{step}'}, "
                f"model in {final}")
@@ -470,10 +522,40 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
                          run_name=cfg.run_name, model=model_name, log_history=list(trainer.state.log_history),
                          checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
                          wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {},
-                         curriculum=list(curriculum.history) if curriculum is not None else [])
+                         curriculum=list(curriculum.history) if curriculum is not None else [],
+                         warm_start=dict(warm_start or {}))
     (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
                                                   + "\n", encoding="utf-8")
     return result
+
+
+def save_final_model(trainer: Any, output_dir: Path, *, peft: bool) -> Path:
+    """Save the trained model once; with LoRA also merge it for evaluation. Returns what to evaluate.
+
+    ``trainer.save_model`` is called on every process (under ZeRO-3 it gathers the shards, a
+    collective) and writes on the main process only. The merge writes a full model, so it runs
+    on the main process only, after the others are done saving: ``output_dir`` holds the adapter,
+    ``output_dir/merged`` the merged model. Under ZeRO-3 the in-memory weights are shards, so no
+    merge is attempted there: the adapter in ``output_dir`` is the result.
+    """
+    from proofgym.training.callbacks import announce
+    from proofgym.training.distributed import zero_stage
+
+    trainer.save_model(str(output_dir))
+    if not peft:
+        return output_dir
+    if zero_stage(trainer.args) == 3:
+        announce(f"ZeRO-3: the LoRA adapter is in {output_dir}; merge it into the base model after training "
+                 f"(peft's merge_and_unload) to evaluate it")
+        return output_dir
+    final = output_dir / "merged"
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_world_process_zero():
+        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        merged.save_pretrained(final)
+        trainer.processing_class.save_pretrained(final)
+    trainer.accelerator.wait_for_everyone()
+    return final
 
 
 def finish_wandb() -> None:

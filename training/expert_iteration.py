@@ -114,7 +114,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     output_dir = Path(cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     setup_wandb(cfg)
-    model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
+    model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
     import torch
 
@@ -134,7 +134,9 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     pool = make_pool(cfg)
     try:
         if evaluator is not None and cfg.checkpoint_eval_on_start:
-            evaluator.evaluate_checkpoint(save_model(model, tokenizer, output_dir / "round-0"), 0)
+            # the initial model is evaluated where it is: a copy would be the same weights saved twice
+            evaluator.evaluate_checkpoint(evaluator.start_checkpoint or save_model(model, tokenizer,
+                                                                                    output_dir / "round-0"), 0)
         for round_ in range(1, cfg.rounds + 1):
             start = time.monotonic()
             checker = VerifierReward(prepared.train_tasks, pool)

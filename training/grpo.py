@@ -19,8 +19,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from proofgym.training.common import (
+    PreparedRun,
     TrainConfigError,
     TrainResult,
     checkpoint_evaluator,
@@ -32,6 +34,7 @@ from proofgym.training.common import (
     run_trainer,
     setup_wandb,
 )
+from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.grpo_config import ProofGRPOConfig
 
 
@@ -60,10 +63,16 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
     rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
     setup_wandb(cfg)
-    model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
+    model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
     if template is not None:
         tokenizer.chat_template = template
+    warm: dict[str, Any] = {}
+    start = None
+    if cfg.warm_start_sft_steps:
+        model, warm = sft_warm_start(cfg, prepared, model, tokenizer)
+        start = warm["path"]
+    fix_reentrant_checkpointing(cfg, peft=cfg.use_peft)
     announce(f"starting {cfg.verifier_workers} verifier worker(s) for rewards")
     pool = make_pool(cfg)
     try:
@@ -81,7 +90,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
 
             environments = environment_factory(reward.tasks, pool, max_calls=cfg.tool_max_calls,
                                                feedback_chars=cfg.feedback_chars)
-        evaluator = checkpoint_evaluator(cfg, prepared)
+        evaluator = checkpoint_evaluator(cfg, prepared, start=start)
         interrupt = GracefulInterrupt()
         pass_rates = TaskPassRateCallback(reward, prepared.train_tasks)
         curriculum = curriculum_callback = None
@@ -105,10 +114,58 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         if curriculum_callback is not None:
             curriculum_callback.bind(trainer)
         result = run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, reward=reward,
-                             model_name=prepared.model.name, curriculum=curriculum)
+                             model_name=prepared.model.name, curriculum=curriculum, warm_start=warm)
     finally:
         pool.close()
     return result
+
+
+def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, tokenizer: Any) -> tuple[Any, dict]:
+    """``cfg.warm_start_sft_steps`` SFT steps on the training split's reference proofs, in memory.
+
+    The model goes on to GRPO without a reload; it is saved once (main process), to
+    ``<output_dir>/warm-start``, for the step-0 evaluation and as an artifact. With ``use_peft``
+    the warm start trains a LoRA adapter and merges it (GRPO then adds its own adapter).
+
+    Returns:
+        The model and ``{"path", "steps", "loss" (per step), "seconds"}``.
+    """
+    import time
+
+    from trl import SFTTrainer
+
+    from proofgym.training.callbacks import MetricsPrinter, announce, save_model
+    from proofgym.training.data import sft_rows, to_dataset
+    from proofgym.training.sft_config import ProofSFTConfig
+
+    begin = time.monotonic()
+    out = Path(cfg.output_dir) / "warm-start"
+    announce(f"SFT warm start: {cfg.warm_start_sft_steps} step(s) on {len(prepared.train_tasks)} reference proofs")
+    args = ProofSFTConfig(
+        model_name_or_path=prepared.model.location, suite=cfg.suite, output_dir=str(out),
+        run_name=f"{cfg.run_name}__warm-start", report_to="none", save_strategy="no", logging_steps=1,
+        max_steps=cfg.warm_start_sft_steps, learning_rate=cfg.warm_start_sft_learning_rate,
+        per_device_train_batch_size=cfg.warm_start_sft_batch_size, max_length=cfg.warm_start_sft_max_length,
+        seed=cfg.seed, use_cpu=cfg.use_cpu, bf16=cfg.bf16, torch_threads=cfg.torch_threads,
+        checkpoint_eval_at_end=False, use_peft=cfg.use_peft, lora_r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout, lora_target_modules=cfg.lora_target_modules,
+        deepspeed=cfg.deepspeed)
+    rows = sft_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(rows), processing_class=tokenizer,
+                         peft_config=peft_config(args), callbacks=[MetricsPrinter()])
+    trainer.train()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    if trainer.is_world_process_zero():
+        save_model(model, tokenizer, out)
+    trainer.accelerator.wait_for_everyone()
+    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+    info = {"path": str(out), "steps": trainer.state.global_step, "loss": losses,
+            "seconds": round(time.monotonic() - begin, 1)}
+    announce(f"SFT warm start done in {info['seconds']:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
+             f"saved to {out}" if losses else f"SFT warm start done; saved to {out}")
+    return model, info
 
 
 def _read_template(path: str) -> str:

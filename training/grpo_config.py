@@ -45,6 +45,18 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
                                        "CHEATING or ERROR, and refused unless FAIL + bonus < OK, so only a proof "
                                        "earns the top reward; an empty script earns it too, so keep it small (0.1) "
                                        "and use it only to get off the ground."})
+    warm_start_sft_steps: int = field(
+        default=0, metadata={"help": "SFT warm start: this many SFT steps on the training split's reference proofs "
+                                     "before GRPO (0: none), so that GRPO starts from a policy that solves some tasks "
+                                     "(from p = 0 every group has zero reward variance and nothing is learned). The "
+                                     "warm-started model is saved once, to output_dir/warm-start, and is what the "
+                                     "step-0 evaluation measures."})
+    warm_start_sft_learning_rate: float = field(
+        default=1e-4, metadata={"help": "Learning rate of the SFT warm start (linear decay over its steps)."})
+    warm_start_sft_batch_size: int = field(
+        default=4, metadata={"help": "Examples per SFT warm-start step."})
+    warm_start_sft_max_length: int = field(
+        default=512, metadata={"help": "Longest tokenized prompt + reference proof in the SFT warm start."})
     curriculum: bool = field(
         default=False, metadata={"help": "Pass-rate curriculum: before training and every curriculum_refresh_steps "
                                          "steps, sample curriculum_k attempts per training task with the current "
@@ -106,5 +118,8 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
                 or self.curriculum_max_tokens < 0:
             raise ValueError("curriculum_k must be >= 2, curriculum_batch_size >= 1, curriculum_refresh_steps and "
                              "curriculum_max_tokens >= 0")
+        if self.warm_start_sft_steps < 0 or self.warm_start_sft_batch_size < 1 or self.warm_start_sft_max_length < 1:
+            raise ValueError("warm_start_sft_steps must be >= 0, warm_start_sft_batch_size and "
+                             "warm_start_sft_max_length >= 1")
         if self.tool_env and self.max_turns > 1:
             raise ValueError("tool_env and max_turns > 1 are two kinds of multi-turn training: pick one")

@@ -65,8 +65,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.errors import ProofgymError, VerifierError
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
 

@@ -20,7 +20,11 @@ so nothing is checked twice.
 
 Generation uses the trainer's model through ``transformers`` (the CPU path, and any GPU
 without vLLM), or TRL's vLLM engine when the trainer has one (``use_vllm``; untested here,
-where there is no GPU).
+where there is no GPU), capped at ``turn_tokens`` per turn either way.
+
+In a multi-process run every rank runs the same number of turns with the same batch width
+(an all-reduce of the number of episodes still going), so no rank leaves the others waiting in
+a collective (:func:`~proofgym.training.distributed.max_across_ranks`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any, Protocol
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
 from proofgym.training.data import prompt_key, prompt_messages, repair_message
+from proofgym.training.distributed import max_across_ranks
 from proofgym.training.rewards import Outcome, VerifierReward
 
 _FINAL = {Verdict.OK.value, Verdict.CHEATING.value}
@@ -110,9 +115,19 @@ class TrainerGenerator:
 
         trainer = self.trainer
         if getattr(trainer, "use_vllm", False):
-            _, completion_ids, logprobs, _ = trainer.vllm_generation.generate(
-                prompts=[list(p) for p in prompt_ids], images=None, num_generations=1)
-            return [list(c) for c in completion_ids], [[lp[0] for lp in seq] for seq in logprobs]
+            # TRL's vLLM generation reads its token budget from its own max_completion_length, not from the
+            # call: set it for this call, so a repair turn (or a curriculum sample) gets max_new_tokens, not
+            # the whole episode's budget.
+            engine = trainer.vllm_generation
+            budget = engine.max_completion_length
+            engine.max_completion_length = max_new_tokens
+            try:
+                _, completion_ids, logprobs, _ = engine.generate(
+                    prompts=[list(p) for p in prompt_ids], images=None, num_generations=1)
+            finally:
+                engine.max_completion_length = budget
+            return ([list(c)[:max_new_tokens] for c in completion_ids],
+                    [[lp[0] for lp in seq][:max_new_tokens] for seq in logprobs])
         from trl.models import unwrap_model_for_generation
 
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
@@ -226,10 +241,21 @@ class RepairRollout:
         outcomes: list[Outcome] = [Outcome(None, None, harness_error="not run")] * n
         wall = [0.0] * n
         active = list(range(n))
+        device = getattr(getattr(trainer, "accelerator", None), "device", None)
         for turn in range(1, self.max_turns + 1):
-            if not active:
+            # Lockstep: every rank runs a turn while any rank has an episode going, with the same batch width
+            # (ZeRO-3 gathers weights per generation, vLLM server mode gathers prompts and slices the replies
+            # by equal shares). A rank with fewer episodes pads with a copy of its first prompt and drops the reply.
+            width = max_across_ranks(len(active), device)
+            if width == 0:
                 break
-            new_ids, new_logprobs = generate([prompt_ids[i] + completion_ids[i] for i in active], turn_tokens)
+            batch = [prompt_ids[i] + completion_ids[i] for i in active]
+            batch += [prompt_ids[0]] * (width - len(batch))
+            new_ids, new_logprobs = generate(batch, turn_tokens)
+            new_ids = new_ids[:len(active)]
+            new_logprobs = new_logprobs[:len(active)] if new_logprobs is not None else None
+            if not active:
+                continue
             have_logprobs = have_logprobs and new_logprobs is not None
             texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
             turn_tasks = [tasks[i] for i in active]

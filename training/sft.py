@@ -25,6 +25,7 @@ from proofgym.training.common import (
     run_trainer,
     setup_wandb,
 )
+from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.sft_config import ProofSFTConfig
 
 
@@ -39,8 +40,9 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
                                                     or cfg.checkpoint_eval_on_start))
     rows = sft_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
     setup_wandb(cfg)
-    model, tokenizer = load_model(prepared.model, dtype=(cfg.model_init_kwargs or {}).get("dtype", "float32"),
+    model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
+    fix_reentrant_checkpointing(cfg, peft=cfg.use_peft)
     evaluator = checkpoint_evaluator(cfg, prepared)
     interrupt = GracefulInterrupt()
     callbacks = [c for c in (evaluator, interrupt, MetricsPrinter()) if c is not None]

@@ -1,0 +1,246 @@
+"""Multi-process and GPU safety of the training code (issue 13, item 7), against the installed TRL/transformers.
+
+Two-process cases run under ``torch.distributed`` with gloo (two CPU processes on this machine, a tiny
+tokenizer built locally): the repair rollout's turns stay in lockstep, and only rank 0 merges and writes
+a LoRA model. The rest is single-process: ZeRO-3 detection and the checkpoint-evaluation refusal
+(deepspeed is not installed here, so refusing with a message is what can be tested), the PEFT + ZeRO-3
+``use_reentrant`` fix landing where transformers 5 reads it, the vLLM per-turn token cap (a stand-in
+engine: there is no GPU here), and ``model_init_kwargs`` when proofgym loads the model itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+from proofgym.envs.types import CheckResult, Task, Verdict  # noqa: E402
+from proofgym.training import distributed  # noqa: E402
+from proofgym.training.common import TrainConfigError, load_model, model_init_kwargs, prepare_run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+# -- two gloo processes ----------------------------------------------------------------------------------
+def _spawn(target: Any, tmp_path: Path, *args: Any) -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(target, args=(str(tmp_path / "rendezvous"), *args), nprocs=2, join=True)
+
+
+def _init(rank: int, rendezvous: str) -> None:
+    import datetime
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+
+
+class _RankPool:
+    """Stands in for the verifier pool: rank 0's proofs are OK at once, rank 1's always FAIL."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def check_batch(self, pairs: list[tuple[Task, str]], timeout: float | None = None) -> list[Any]:
+        verdict = Verdict.OK if self.rank == 0 else Verdict.FAIL
+        return [SimpleNamespace(result=CheckResult(verdict, messages=("stand-in",)), error_kind="", harness_error="")
+                for _ in pairs]
+
+
+def _rollout_worker(rank: int, rendezvous: str, model_dir: str, out: str) -> None:
+    import torch.distributed as dist
+    from transformers import AutoTokenizer
+
+    from proofgym.training.data import prompt_messages
+    from proofgym.training.rollout import RepairRollout
+
+    _init(rank, rendezvous)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tasks = [Task(id=f"t{i}", system="coq", suite="s", category="P1", statement=f"Lemma t{i} : True.",
+                  context="", reference_proof="Proof. auto. Qed.") for i in range(2)]
+    reply = tokenizer("```coq\nProof. auto. Qed.\n```", add_special_tokens=False)["input_ids"]
+    calls: list[int] = []
+
+    def generate(prompt_ids: Any, max_new_tokens: int) -> tuple[list[list[int]], None]:
+        calls.append(len(prompt_ids))
+        return [list(reply) for _ in prompt_ids], None
+
+    rollout = RepairRollout(tasks, _RankPool(rank), max_turns=3, context_chars=100, generator=generate)
+    trainer = SimpleNamespace(processing_class=tokenizer, args=SimpleNamespace(max_completion_length=16),
+                              accelerator=SimpleNamespace(device="cpu"))
+    # rank 0 has 2 episodes (both end at turn 1), rank 1 has 3 (all go to turn 3)
+    prompts = [prompt_messages(t, context_chars=100) for t in tasks] + ([] if rank == 0 else
+                                                                         [prompt_messages(tasks[0], context_chars=100)])
+    out_fields = rollout(prompts, trainer)
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"calls": calls, "turns": [
+        o["turns"] for o in out_fields["rollout_outcomes"]]}))
+    dist.destroy_process_group()
+
+
+def test_the_repair_rollout_runs_the_same_turns_with_the_same_width_on_every_rank(tmp_path, tiny_model):
+    _spawn(_rollout_worker, tmp_path, str(tiny_model), str(tmp_path))
+    r0 = json.loads((tmp_path / "rank0.json").read_text())
+    r1 = json.loads((tmp_path / "rank1.json").read_text())
+    assert r1["turns"] == [3, 3, 3] and r0["turns"] == [1, 1]  # the episodes themselves are unchanged
+    # rank 0 finished at turn 1 but still takes part in turns 2 and 3, padded to rank 1's width
+    assert r0["calls"] == r1["calls"] == [3, 3, 3]
+
+
+class _Recorder:
+    def __init__(self, out: str, rank: int, what: str) -> None:
+        self.out, self.rank, self.what = out, rank, what
+
+    def save_pretrained(self, path: Any) -> None:
+        Path(self.out, f"{self.what}-rank{self.rank}").write_text(str(path))
+
+
+def _merge_worker(rank: int, rendezvous: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from proofgym.training.common import save_final_model
+
+    _init(rank, rendezvous)
+    model = SimpleNamespace(merge_and_unload=lambda: _Recorder(out, rank, "merged"))
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(), save_model=lambda path: Path(out, f"adapter-rank{rank}").write_text(path),
+        is_world_process_zero=lambda: rank == 0, processing_class=_Recorder(out, rank, "tokenizer"),
+        accelerator=SimpleNamespace(wait_for_everyone=dist.barrier, unwrap_model=lambda m: m), model=model)
+    final = save_final_model(trainer, Path(out), peft=True)
+    Path(out, f"final-rank{rank}").write_text(str(final))
+    dist.destroy_process_group()
+
+
+def test_only_rank_0_merges_and_writes_the_lora_model(tmp_path):
+    _spawn(_merge_worker, tmp_path, str(tmp_path))
+    written = sorted(p.name for p in tmp_path.iterdir() if p.name != "rendezvous")
+    # save_model runs on both (it is the collective that gathers ZeRO-3 shards; transformers writes on rank 0)
+    assert written == ["adapter-rank0", "adapter-rank1", "final-rank0", "final-rank1", "merged-rank0",
+                       "tokenizer-rank0"]
+    assert (tmp_path / "final-rank1").read_text() == str(tmp_path / "merged")
+
+
+# -- ZeRO-3 ----------------------------------------------------------------------------------------------
+def test_zero_stage_is_read_from_the_config_its_file_and_accelerates_environment(tmp_path, monkeypatch):
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.zero_stage(SimpleNamespace(deepspeed=None)) == 0
+    assert distributed.zero_stage(SimpleNamespace(deepspeed={"zero_optimization": {"stage": 3}})) == 3
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 2}}))
+    assert distributed.zero_stage(SimpleNamespace(deepspeed=str(path))) == 2
+    assert distributed.zero_stage(SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=3))) == 3
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    assert distributed.zero_stage(SimpleNamespace()) == 3
+
+
+def _grpo_config(tmp_path: Path, model: Path, suite: Path, **overrides: Any) -> Any:
+    from proofgym.training.grpo_config import ProofGRPOConfig
+
+    return ProofGRPOConfig(**{**dict(model_name_or_path=str(model), suite=str(suite), output_dir=str(tmp_path / "run"),
+                                     report_to="none", max_steps=1, per_device_train_batch_size=2,
+                                     num_generations=2), **overrides})
+
+
+def test_checkpoint_evaluation_under_zero3_is_refused_before_training_with_what_to_do(tmp_path, tiny_model,
+                                                                                       tiny_suite):
+    cfg = _grpo_config(tmp_path, tiny_model, tiny_suite, checkpoint_eval_at_end=True)
+    # set after __post_init__: transformers would import deepspeed (not installed here) to build its plugin
+    cfg.deepspeed = {"zero_optimization": {"stage": 3}}
+    with pytest.raises(TrainConfigError, match="ZeRO-3.*checkpoint_eval_at_end: false.*proofgym eval"):
+        prepare_run(cfg, needs_verifier=False)
+    cfg.checkpoint_eval_at_end = False
+    prepare_run(cfg, needs_verifier=False)  # no evaluation asked for: ZeRO-3 itself is fine
+    cfg.deepspeed = {"zero_optimization": {"stage": 2}}
+    cfg.checkpoint_eval_at_end = True
+    prepare_run(cfg, needs_verifier=False)
+
+
+def test_the_peft_zero3_use_reentrant_fix_lands_in_activation_checkpointing_kwargs(tmp_path, tiny_model,
+                                                                                   tiny_suite):
+    cfg = _grpo_config(tmp_path, tiny_model, tiny_suite, activation_checkpointing=True, use_peft=True)
+    assert cfg.activation_checkpointing_kwargs is None  # what TRL 1.16's own fix cannot reach
+    assert distributed.fix_reentrant_checkpointing(cfg, peft=True) is False  # not ZeRO-3: untouched
+    cfg.deepspeed = {"zero_optimization": {"stage": 3}}
+    assert distributed.fix_reentrant_checkpointing(cfg, peft=True) is True
+    assert cfg.activation_checkpointing_kwargs == {"use_reentrant": True}  # the dict transformers 5 reads
+    assert cfg.gradient_checkpointing_kwargs is cfg.activation_checkpointing_kwargs
+    other = _grpo_config(tmp_path, tiny_model, tiny_suite, activation_checkpointing=True,
+                         activation_checkpointing_kwargs={"use_reentrant": False, "every_n_layers": 2})
+    other.deepspeed = {"zero_optimization": {"stage": 3}}
+    assert distributed.fix_reentrant_checkpointing(other, peft=False) is False  # full fine-tuning: no change
+    assert distributed.fix_reentrant_checkpointing(other, peft=True) is True
+    assert other.activation_checkpointing_kwargs == {"use_reentrant": True, "every_n_layers": 2}
+
+
+# -- vLLM per-turn cap -----------------------------------------------------------------------------------
+class _StandInVLLM:
+    """TRL's VLLMGeneration as the rollout sees it: the token budget comes from its max_completion_length."""
+
+    def __init__(self) -> None:
+        self.max_completion_length = 256
+        self.budgets: list[int] = []
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int) -> tuple:
+        self.budgets.append(self.max_completion_length)
+        n = self.max_completion_length
+        return prompts, [[7] * n for _ in prompts], [[[-0.5]] * n for _ in prompts], None
+
+
+def test_a_turn_under_vllm_gets_its_own_token_cap_and_the_engine_keeps_its_budget():
+    from proofgym.training.rollout import TrainerGenerator
+
+    engine = _StandInVLLM()
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=engine)
+    ids, logprobs = TrainerGenerator(trainer)([[1, 2], [3]], 12)
+    assert engine.budgets == [12] and [len(c) for c in ids] == [12, 12] and [len(lp) for lp in logprobs] == [12, 12]
+    assert engine.max_completion_length == 256
+
+
+# -- model_init_kwargs -----------------------------------------------------------------------------------
+def test_model_init_kwargs_dtype_and_attn_implementation_are_honoured_when_proofgym_loads_the_model(tiny_model):
+    import torch
+
+    from proofgym.training.common import ResolvedModel
+
+    resolved = ResolvedModel(str(tiny_model), None, "tiny")
+    model, _ = load_model(resolved, init_kwargs={"dtype": "bfloat16", "attn_implementation": "eager"})
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert model.config._attn_implementation == "eager"
+    model, _ = load_model(resolved, init_kwargs='{"torch_dtype": "float16"}')
+    assert next(model.parameters()).dtype == torch.float16
+    model, _ = load_model(resolved)
+    assert next(model.parameters()).dtype == torch.float32
+    with pytest.raises(TrainConfigError, match="not a torch dtype"):
+        model_init_kwargs({"dtype": "bfloat17"})
+
+
+def test_a_multi_process_run_drops_device_map(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert "device_map" not in model_init_kwargs({"device_map": "auto"})
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert model_init_kwargs({"device_map": "auto"})["device_map"] == "auto"
+
+
+def test_the_gpu_configs_name_bf16_and_an_attention_implementation_proofgym_now_passes_on():
+    import yaml
+
+    for name in ("grpo_gpu.yaml", "sft_gpu.yaml"):
+        data = yaml.safe_load((ROOT / "configs" / "train" / name).read_text())
+        kwargs = model_init_kwargs(data.get("model_init_kwargs"))
+        assert str(kwargs["dtype"]) == "torch.bfloat16", name
+        assert kwargs.get("attn_implementation") == "sdpa", name
