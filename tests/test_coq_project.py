@@ -170,7 +170,7 @@ def test_extraction_names_categories_and_counts_what_cannot_be_isolated(project_
     assert by_name["Proj.Arith.double_plus"].category == "P3" and by_name["Proj.Arith.double_S"].category == "P2"
     inner = by_name["Proj.Arith.M.inner"]
     assert inner.id == "coq.proj.Proj.Arith.M.inner" and inner.metadata["library"] == "Proj.Arith"
-    assert inner.context == ARITH_V[: ARITH_V.index("  Lemma inner")]  # the file's prefix, nothing after
+    assert inner.context == ARITH_V[: ARITH_V.index("Lemma inner")]  # the file's prefix, nothing after
     assert inner.metadata["coq_args"] == list(project.coq_args)
 
 
