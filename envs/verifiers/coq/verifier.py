@@ -43,6 +43,7 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
+from proofgym.envs.verifiers.coq import isolation
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import IdeTop, Reply
 from proofgym.envs.verifiers.coq.lexer import (
@@ -85,6 +86,10 @@ class CoqConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     use_bwrap: bool | None = None  # None: use bubblewrap when it works here
     seed: int = 0
+    # Selene's isolation: a cold session loads the context's prefix compiled once into a .vo under
+    # isolation_dir (default $PROOFGYM_CACHE/coq-isolation) instead of replaying it; see coq/isolation.py.
+    isolation_cache: bool = True
+    isolation_dir: str = ""
 
 
 @dataclass
@@ -178,7 +183,15 @@ class CoqVerifier(ProverVerifier):
                 raise ProverNotFound(f"{tool} not found; install Coq: apt-get install coq (or run `make setup`)")
         self.version = prover_version(cfg.coqc)
         ro = [a for a in cfg.extra_args if a.startswith("/")]
+        iso_dir = (Path(cfg.isolation_dir) if cfg.isolation_dir else isolation.default_directory()) \
+            if cfg.isolation_cache else None
+        if iso_dir is not None:
+            iso_dir.mkdir(parents=True, exist_ok=True)
+            ro.append(str(iso_dir.resolve()))
         self.sandbox = Sandbox(cfg.limits, use_bwrap=cfg.use_bwrap, ro_binds=ro)
+        self.isolation = None if iso_dir is None else isolation.IsolationCache(
+            iso_dir.resolve(), coqc=cfg.coqc, coq_version=self.version, args=cfg.extra_args, sandbox=self.sandbox,
+            env=self.prover_env(), build_timeout_s=cfg.context_timeout_s)
         self._root = Path(tempfile.mkdtemp(prefix="proofgym-coq-"))
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._allowed_cache: dict[str, frozenset[str]] = {}
@@ -346,17 +359,27 @@ class CoqVerifier(ProverVerifier):
             sentences = split_sentences(context)
         except CoqLexError as exc:
             raise ContextLoadError(f"task context cannot be cut into sentences: {exc}") from None
-        try:
-            ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args,
-                         env=self.prover_env(), max_rss_bytes=self.config.max_session_rss)
-        except (ProcessDied, DeadlinePassed) as exc:
-            raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
-        self.stats["sessions_started"] += 1
-        try:
-            state, loaded = self.load_context(ide, ide.root_state, sentences)
-        except BaseException:
-            ide.kill()
-            raise
+
+        def start(extra: tuple[str, ...] = ()) -> IdeTop:
+            try:
+                ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args + extra,
+                             env=self.prover_env(), max_rss_bytes=self.config.max_session_rss)
+            except (ProcessDied, DeadlinePassed) as exc:
+                raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
+            self.stats["sessions_started"] += 1
+            return ide
+
+        isolated = None if self.isolation is None else isolation.load_isolated(
+            self.isolation, context, self._root, start, self.load_context)
+        if isolated is not None:
+            ide, state, loaded = isolated
+        else:
+            ide = start()
+            try:
+                state, loaded = self.load_context(ide, ide.root_state, sentences)
+            except BaseException:
+                ide.kill()
+                raise
         session = _Session(context, ide, state, loaded, workdir, len(sentences))
         self._sessions[context] = session
         return session
@@ -577,7 +600,10 @@ class CoqVerifier(ProverVerifier):
         context, closings = audit_context(task.context)
         key = hashlib.sha256((context + closings).encode()).hexdigest()
         self._oks_per_context[key] = self._oks_per_context.get(key, 0) + 1
-        if key not in self._baseline_cache and self._oks_per_context[key] < 2:
+        # The summary costs a coqc + coqchk of the context, so it waits for the context's second OK; an isolation
+        # cache entry that has it already costs nothing to read, so then from the first OK on.
+        if key not in self._baseline_cache and self._oks_per_context[key] < 2 and not (
+                self.isolation is not None and not closings and self.isolation.has_summary(context)):
             return False
         try:
             env_axioms, env_flags = self._baseline(context, closings)
@@ -709,6 +735,12 @@ class CoqVerifier(ProverVerifier):
     def _baseline(self, context: str, closings: str) -> tuple[frozenset[str], frozenset[str]]:
         key = hashlib.sha256((context + closings).encode()).hexdigest()
         if key not in self._baseline_cache:
+            summary = None if self.isolation is None or closings else self.isolation.checker_summary(
+                context, self.config.coqchk, self._root)
+            if summary is not None:  # the context's cached .vo is that compilation: only coqchk runs
+                axioms, flags = _parse_coqchk(summary)
+                self._baseline_cache[key] = (frozenset(axioms), frozenset(flags))
+                return self._baseline_cache[key]
             result = self._compile_and_check(context + "\n" + closings + "\n", self.config.context_timeout_s)
             if result is None or result[0] != 0 or result[2] != 0:
                 raise ContextLoadError("the task context does not compile on its own with coqc")
@@ -868,7 +900,8 @@ def _full_constant_name(ide: IdeTop, printed: str, state: int | None) -> str:
     reply = ide.query(f"About {printed}.", state, timeout_s=30)
     text = "\n".join(t for _, t in reply.messages)
     found = re.findall(r"Expands to:\s+Constant\s+(\S+)", text)  # the printer may break the line
-    return found[0] if reply.good and len(found) == 1 else ""
+    # A context loaded from the isolation cache names its constants as the replayed one does (Top.x).
+    return isolation.session_name(found[0]) if reply.good and len(found) == 1 else ""
 
 
 def _disallowed(full: str, allowed: frozenset[str], environment: Callable[[], frozenset[str] | None]) -> str:

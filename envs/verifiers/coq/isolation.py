@@ -1,0 +1,375 @@
+"""Selene's isolation for warm Coq sessions: a context's prefix compiled once into a ``.vo``.
+
+A cold ``coqidetop`` replays a stdlib file's prefix sentence by sentence, re-checking every
+proof in it: seconds per context. Here the prefix is compiled once with ``coqc`` into
+``$PROOFGYM_CACHE/coq-isolation/C<key>.vo`` and a cold session loads it instead
+(``Require Import PGIso.C<key>.``, milliseconds for the kernel to read it back).
+
+What a ``Require Import`` does not bring back is replayed after it, in the context's order:
+the context's ``Require``/``Import`` lines, scopes, options, notations and local hints
+(:func:`plan`). What cannot be brought back faithfully falls back to the replay of the whole
+context, as before:
+
+- a context that leaves a Section or Module open (the statement must be checked inside it;
+  a ``.vo`` is a closed module);
+- a local declaration (``Local Definition``, ``Let``, ``#[local] Instance``...): it would be
+  reachable only by its qualified name after the ``Require``;
+- a context that does not compile on its own.
+
+Integrity is unchanged, because every check reads the state Coq is in, not the text:
+``Print Assumptions`` walks into the cached module (an axiom there is listed as it is today),
+its names are mapped back to the ``Top.`` names a replayed context gives them
+(:func:`session_name`), so allow-lists mean the same in both modes; the leak rules read the
+libraries that the ``Require`` of the cached module loaded (Coq reports each one, transitive
+ones included); the audit compiles the raw context, never the cache.
+
+The key is the SHA-256 of the format, the Coq version, the ``coqc`` flags and load path, and
+the context text. Builders of one key serialise on a lock file and build in a private temp
+dir; the ``.vo`` and its manifest (size and SHA-256) are moved in by atomic renames, the
+manifest last, and a ``.vo`` is used only when its manifest matches it byte for byte: a
+partial or corrupt entry is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from proofgym.envs.verifiers.coq.lexer import (
+    CoqLexError,
+    Sentence,
+    command_head,
+    split_sentences,
+    strip_attributes,
+    update_blocks,
+)
+from proofgym.envs.verifiers.sandbox import Sandbox
+
+#: The logical root the cache directory is bound to in a session (``-Q <dir> PGIso``).
+LIBRARY = "PGIso"
+#: Bumped when what a cache entry holds (or how it is named) changes.
+FORMAT = 1
+_MODULE_RE = re.compile(rf"^{LIBRARY}\.C[0-9a-f]{{40}}\.")
+
+# Heads (after attributes and Local/Global) replayed after the Require Import, whatever their locality:
+# their effect is not exported by a Require Import of the cached module (options, implicit types,
+# the context's own Require Import lines), or its order with respect to the imports decides it
+# (notations, scopes).
+_ALWAYS = re.compile(
+    r"^(?:From\s+\S+\s+)?Require\b|^(?:Import|Export)\b|^(?:Open|Close)\s+Scope\b|^(?:Set|Unset)\b"
+    r"|^Implicit\s+Types?\b|^Generalizable\b|^Notation\b|^Infix\b|^Arguments\b|^(?:Opaque|Transparent)\b"
+    r"|^Strategy\b|^Obligation\s+Tactic\b|^Typeclasses\s+(?:Opaque|Transparent)\b|^Reserved\s+(?:Notation|Infix)\b")
+# Heads replayed when local (a non-local one is exported by the Require Import already).
+_WHEN_LOCAL = re.compile(
+    r"^(?:Hint|Remove\s+Hints|Ltac|Tactic\s+Notation|Coercion|Existing\s+(?:Instance|Instances|Class)"
+    r"|Bind\s+Scope|Delimit\s+Scope|Undelimit\s+Scope|Declare\s+Scope"
+    r"|Typeclasses\b)")
+_LOCAL_ATTR = re.compile(r"#\[(?:[^\]]*[\s,\[])?local\s*[,\]]")
+# ``Module Import M. ... End M.`` imports M at its End; a Require Import of the cached module does not.
+_MODULE_IMPORT_RE = re.compile(r"^Module\s+(Import|Export)\s+([^\W\d][\w']*)")
+
+
+def session_name(full: str) -> str:
+    """A constant of a cached context as a replayed context names it (``PGIso.C<key>.x`` -> ``Top.x``)."""
+    m = _MODULE_RE.match(full)
+    return "Top." + full[m.end():] if m else full
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a context is loaded from the cache.
+
+    Attributes:
+        key: The entry's content address.
+        prefix: The part of the context compiled into the ``.vo``: all of it, or, when it leaves a
+            Section or Module open, what comes before the outermost open block.
+        tail: What the session runs after ``Require Import PGIso.C<key>.``: the prefix's replayed
+            sentences, then the rest of the context verbatim (the open blocks, checked as today).
+    """
+
+    key: str
+    prefix: str
+    tail: str
+
+    @property
+    def module(self) -> str:
+        return "C" + self.key[:40]
+
+    def sentences(self) -> list[Sentence]:
+        """``Require Import PGIso.C<key>.`` then the tail, as the session runs them."""
+        return split_sentences(f"Require Import {LIBRARY}.{self.module}.\n{self.tail}")
+
+
+def _is_local(code: str, head: str, attributes: str) -> bool:
+    return (bool(_LOCAL_ATTR.search(attributes)) or strip_attributes(code).startswith("Local ")
+            or head.startswith("Let "))
+
+
+def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
+    """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed)."""
+    try:
+        sentences = split_sentences(context)
+    except CoqLexError as exc:
+        return f"the context cannot be cut into sentences: {exc}"
+    if not sentences:
+        return "empty context"
+    blocks: list = []
+    open_at = None  # the sentence that opens the outermost block still open at the end
+    for i, s in enumerate(sentences):
+        depth = len(blocks)
+        update_blocks(blocks, command_head(s.code)[0])
+        if depth == 0 and blocks:
+            open_at = i
+        elif not blocks:
+            open_at = None
+    cut = len(context) if open_at is None else sentences[open_at].start
+    if open_at is not None:
+        sentences = sentences[:open_at]
+        if not sentences:
+            return "the context opens a Section or Module before anything a .vo could hold"
+    blocks = []
+    replay: list[str] = []
+    imports_at_end: str = ""  # the Import a depth-0 ``Module Import M.`` does at its End
+    for s in sentences:
+        head, attributes = command_head(s.code)
+        depth = len(blocks)
+        if update_blocks(blocks, head):
+            m = _MODULE_IMPORT_RE.match(head)
+            if depth == 0 and m:
+                if blocks:
+                    imports_at_end = f"{m.group(1)} {m.group(2)}."
+                else:  # ``Module Import M := N.``: imported at once
+                    replay.append(f"{m.group(1)} {m.group(2)}.")
+            elif depth == 1 and not blocks and imports_at_end:
+                replay.append(imports_at_end)
+                imports_at_end = ""
+            continue
+        if depth:
+            continue  # a closed block's local effects end with it; the rest is exported
+        local = _is_local(s.code, head, attributes)
+        if _ALWAYS.match(head) or (local and _WHEN_LOCAL.match(head)):
+            replay.append(s.text)
+        elif local:
+            return f"a local declaration would be lost in the .vo: {s.code[:60]!r}"
+    prefix = context[:cut]
+    digest = hashlib.sha256(json.dumps([FORMAT, coq_version, list(args), prefix]).encode()).hexdigest()
+    return Plan(digest, prefix, "\n".join(replay) + "\n" + context[cut:])
+
+
+def default_directory() -> Path:
+    """``$PROOFGYM_CACHE/coq-isolation``, else ``~/.cache/proofgym/coq-isolation`` (read at each call)."""
+    cache = os.environ.get("PROOFGYM_CACHE")
+    return (Path(cache).expanduser() if cache else Path.home() / ".cache" / "proofgym") / "coq-isolation"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _move_in(data_from: Path, target: Path) -> None:
+    """Copy ``data_from`` next to ``target`` under a private name, flush it, and rename it into place."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, data_from.open("rb") as src:
+            shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class IsolationCache:
+    """The ``.vo`` cache of one verifier (shared on disk with every worker and run; see the module docstring)."""
+
+    def __init__(self, directory: Path, *, coqc: str, coq_version: str, args: Sequence[str], sandbox: Sandbox,
+                 env: dict[str, str], build_timeout_s: float) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / ".locks").mkdir(exist_ok=True)
+        self.coqc = coqc
+        self.coq_version = coq_version
+        self.args = tuple(args)
+        self.sandbox = sandbox
+        self.env = env
+        self.build_timeout_s = build_timeout_s
+        self.stats: Counter[str] = Counter()
+        self.build_s = 0.0
+        self._verified: dict[str, tuple[int, int]] = {}  # module -> (size, mtime_ns) of a checked .vo
+        self._failed: set[str] = set()  # keys whose context does not compile on its own (this process)
+        self._plans: dict[str, Plan | str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def session_args(self) -> tuple[str, ...]:
+        """Extra ``coqidetop`` arguments of a session that loads from the cache."""
+        return ("-Q", str(self.directory), LIBRARY)
+
+    def plan(self, context: str) -> Plan | str:
+        """:func:`plan` for this cache's Coq and flags (memoised: a context is lexed once per process)."""
+        found = self._plans.get(context)
+        if found is None:
+            found = self._plans[context] = plan(context, coq_version=self.coq_version, args=self.args)
+            if len(self._plans) > 256:
+                self._plans.pop(next(iter(self._plans)))
+        return found
+
+    def has_summary(self, context: str) -> bool:
+        """Whether :meth:`checker_summary` of ``context`` is on disk already (costs nothing to read)."""
+        p = self.plan(context)
+        return isinstance(p, Plan) and p.prefix == context and (self.directory / f"{p.module}.chk.json").is_file()
+
+    # -- entries ------------------------------------------------------------------------------
+    def _paths(self, p: Plan) -> tuple[Path, Path]:
+        return self.directory / f"{p.module}.vo", self.directory / f"{p.module}.json"
+
+    def valid(self, p: Plan) -> bool:
+        """Whether the entry of ``p`` is complete: a manifest that matches the ``.vo`` byte for byte."""
+        vo, manifest = self._paths(p)
+        try:
+            st = vo.stat()
+            meta = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not isinstance(meta, dict) or meta.get("key") != p.key or meta.get("size") != st.st_size:
+            return False
+        if self._verified.get(p.module) == (st.st_size, st.st_mtime_ns):
+            return True
+        if meta.get("sha256") != _sha256(vo):
+            return False
+        self._verified[p.module] = (st.st_size, st.st_mtime_ns)
+        return True
+
+    def discard(self, p: Plan) -> None:
+        """Forget an entry Coq refused to load, so that the next session rebuilds it."""
+        self.stats["discarded"] += 1
+        self._verified.pop(p.module, None)
+        for path in (*self._paths(p), self.directory / f"{p.module}.chk.json"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def ensure(self, p: Plan, context: str, workdir_parent: Path) -> bool:
+        """Make the entry of ``p`` valid (building it if needed); False when the context does not compile."""
+        if p.key in self._failed:
+            return False
+        if self.valid(p):
+            self.stats["hits"] += 1
+            return True
+        lock_path = self.directory / ".locks" / f"{p.module}.lock"
+        with self._lock, lock_path.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another builder of this key (worker, run) finishes first
+            try:
+                if self.valid(p):
+                    self.stats["hits"] += 1
+                    return True
+                if (self.directory / f"{p.module}.vo").exists():
+                    self.stats["rebuilt"] += 1  # partial or corrupt: never trusted
+                return self._build(p, context, workdir_parent)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def checker_summary(self, context: str, coqchk: str, workdir_parent: Path) -> str | None:
+        """``coqchk -o``'s summary of a whole context's cached ``.vo``, its names as the audit file's.
+
+        The verifier's environment baseline (every axiom and unsafe flag the context brings) is this
+        summary of the context compiled on its own; the cached ``.vo`` is that compilation, so only
+        ``coqchk`` runs, once per entry (the summary is kept beside it). None: no whole-context entry,
+        or coqchk refused it (the verifier then compiles the context itself, as without the cache).
+        """
+        p = self.plan(context)
+        if isinstance(p, str) or p.prefix != context or not self.ensure(p, p.prefix, workdir_parent):
+            return None
+        own, audit_name = f"{LIBRARY}.{p.module}", "PG.ProofgymSubmission"
+        sidecar = self.directory / f"{p.module}.chk.json"
+        with contextlib.suppress(OSError, ValueError):
+            meta = json.loads(sidecar.read_text(encoding="utf-8"))
+            if isinstance(meta, dict) and meta.get("key") == p.key and isinstance(meta.get("out"), str):
+                return meta["out"].replace(own, audit_name)
+        workdir = Path(tempfile.mkdtemp(prefix="isochk", dir=workdir_parent))
+        try:
+            run = self.sandbox.run([coqchk, "-silent", "-o", *self.args, "-Q", str(self.directory), LIBRARY,
+                                    "-norec", own], workdir=workdir, timeout_s=self.build_timeout_s)
+            if run.timed_out or run.returncode != 0:
+                return None
+            out = run.stdout + run.stderr
+            (workdir / "chk.json").write_text(json.dumps({"key": p.key, "out": out}), encoding="utf-8")
+            _move_in(workdir / "chk.json", sidecar)
+            self.stats["checker_summaries"] += 1
+            return out.replace(own, audit_name)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _build(self, p: Plan, context: str, workdir_parent: Path) -> bool:
+        start = time.monotonic()
+        workdir = Path(tempfile.mkdtemp(prefix="iso", dir=workdir_parent))
+        try:
+            (workdir / f"{p.module}.v").write_text(context, encoding="utf-8")
+            run = self.sandbox.run([self.coqc, "-q", *self.args, "-Q", ".", LIBRARY, f"{p.module}.v"],
+                                   workdir=workdir, timeout_s=self.build_timeout_s, env=self.env)
+            built = workdir / f"{p.module}.vo"
+            if run.timed_out or run.returncode != 0 or not built.is_file():
+                self.stats["build_failed"] += 1
+                self._failed.add(p.key)
+                return False
+            vo, manifest = self._paths(p)
+            _move_in(built, vo)
+            meta = {"key": p.key, "size": vo.stat().st_size, "sha256": _sha256(vo), "coq": self.coq_version,
+                    "args": list(self.args), "format": FORMAT}
+            (workdir / "manifest.json").write_text(json.dumps(meta), encoding="utf-8")
+            _move_in(workdir / "manifest.json", manifest)  # last: the entry is complete from here on
+            self.stats["builds"] += 1
+            return True
+        finally:
+            self.build_s += time.monotonic() - start
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def load_isolated(cache: IsolationCache, context: str, workdir_parent: Path,
+                  start: Callable[[tuple[str, ...]], object],
+                  load: Callable[[object, int, list[Sentence]], tuple[int, set[str]]]) -> tuple[object, int, set[str]] | None:
+    """Start a session that loads ``context`` from the cache: ``(ide, state, loaded)``, or None to replay it.
+
+    ``start(extra_args)`` starts a ``coqidetop`` (an :class:`~.idetop.IdeTop`) and ``load(ide, state,
+    sentences)`` is the verifier's ``load_context``. A session whose cached load fails is killed, the entry
+    discarded (the next session rebuilds it), and the caller replays the context in a fresh one.
+    """
+    from proofgym.envs.verifiers.coq.errors import ContextLoadError
+
+    p = cache.plan(context)
+    if isinstance(p, str):
+        cache.stats["fallback"] += 1
+        return None
+    if not cache.ensure(p, p.prefix, workdir_parent):
+        cache.stats["fallback"] += 1
+        return None
+    ide = start(cache.session_args)
+    try:
+        state, loaded = load(ide, ide.root_state, p.sentences())  # type: ignore[attr-defined]
+    except ContextLoadError:
+        ide.kill()  # type: ignore[attr-defined]
+        cache.discard(p)
+        cache.stats["fallback"] += 1
+        return None
+    except BaseException:
+        ide.kill()  # type: ignore[attr-defined]
+        raise
+    cache.stats["loaded"] += 1
+    return ide, state, loaded
