@@ -93,6 +93,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--no-greedy", action="store_true", help="skip the greedy evaluation")
     g.add_argument("--bootstrap", type=int, default=10000, help="paired bootstrap resamples")
     g.add_argument("--arms", default=",".join(ARMS), help=f"arms to run (default {','.join(ARMS)}; sft is needed)")
+    g.add_argument("--phase", choices=("all", "train", "eval"), default="all",
+                   help="train: only train the arms; eval: only evaluate them (and write the report); all: both. "
+                        "Arms already trained or evaluated under --out are reused, so a killed run resumes, and "
+                        "two processes with disjoint --arms (sft shared) can train on two cores at once")
     g = p.add_argument_group("machine")
     g.add_argument("--out", help="output dir (default runs/learning_curve/<time>)")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 on a shared machine)")
@@ -226,6 +230,23 @@ def common(args: argparse.Namespace, suite: Path, out: Path, name: str) -> dict[
     if args.verifier_factory:
         fields["verifier_factory"] = args.verifier_factory
     return fields
+
+
+def finished_arm(out: Path, arm: str) -> Any | None:
+    """The arm's TrainResult (as a namespace) when an earlier run under ``out`` finished it, else None.
+
+    A run that was interrupted, or whose final checkpoint is gone, is not finished: it is trained again.
+    """
+    path = out / arm / "train_result.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    final = record.get("final_checkpoint")
+    if record.get("interrupted") or not final or not (Path(final) / "config.json").is_file():
+        return None
+    record.setdefault("curriculum", [])
+    record.setdefault("log_history", [])
+    return argparse.Namespace(**record)
 
 
 def run_sft(args: argparse.Namespace, suite: Path, out: Path) -> Any:
@@ -452,25 +473,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"split: {split['train']} train / {split['heldout']} held-out tasks, {split['twins_across']} twins across")
     runs: dict[str, Any] = {}
     checkpoints: dict[str, Path] = {}
-    say("sft: the warm start")
-    runs["sft"] = run_sft(args, suite, out)
-    checkpoints["sft"] = Path(runs["sft"].final_checkpoint)
-    for arm in ("grpo", "control"):
-        if arm in args.arms:
-            say(f"{arm}: GRPO from the warm start" + (" with shuffled rewards" if arm == "control" else ""))
-            runs[arm] = run_grpo(args, suite, out, checkpoints["sft"], control=arm == "control")
-            checkpoints[arm] = Path(runs[arm].final_checkpoint)
+
+    def arm(name: str, title: str, train: Any) -> None:
+        done = finished_arm(out, name)
+        if done is not None:
+            say(f"{name}: reusing the finished run in {out / name}")
+            runs[name] = done
+        elif args.phase == "eval":
+            raise SystemExit(f"--phase eval: arm {name!r} is not trained under {out}; run --phase train first")
+        else:
+            say(title)
+            runs[name] = train()
+        checkpoints[name] = Path(runs[name].final_checkpoint)
+
+    arm("sft", "sft: the warm start", lambda: run_sft(args, suite, out))
+    for name in ("grpo", "control"):
+        if name in args.arms:
+            arm(name, f"{name}: GRPO from the warm start" + (" with shuffled rewards" if name == "control" else ""),
+                lambda control=name == "control": run_grpo(args, suite, out, checkpoints["sft"], control=control))
     if "expert" in args.arms:
-        say("expert: expert iteration from the warm start")
-        runs["expert"] = run_expert(args, suite, out, checkpoints["sft"])
-        checkpoints["expert"] = Path(runs["expert"].final_checkpoint)
+        arm("expert", "expert: expert iteration from the warm start",
+            lambda: run_expert(args, suite, out, checkpoints["sft"]))
+    if args.phase == "train":
+        say(f"trained: {', '.join(checkpoints)} (evaluate with --phase eval)")
+        return 0
     results: dict[str, Any] = {}
-    for arm, checkpoint in checkpoints.items():
-        say(f"evaluating {arm} on the held-out split")
-        results[arm] = evaluate_arm(args, heldout, checkpoint, out, arm)
-        zeros = dict.fromkeys(results[arm]["per_task_pass@1"], 0.0)
-        results[arm]["ci"] = paired_bootstrap(results[arm]["per_task_pass@1"], zeros, resamples=args.bootstrap,
-                                              seed=args.seed)
+    for name, checkpoint in checkpoints.items():
+        say(f"evaluating {name} on the held-out split")
+        results[name] = evaluate_arm(args, heldout, checkpoint, out, name)
+        zeros = dict.fromkeys(results[name]["per_task_pass@1"], 0.0)
+        results[name]["ci"] = paired_bootstrap(results[name]["per_task_pass@1"], zeros, resamples=args.bootstrap,
+                                               seed=args.seed)
     base = results["sft"]["per_task_pass@1"]
     deltas = {arm: paired_bootstrap(r["per_task_pass@1"], base, resamples=args.bootstrap, seed=args.seed)
               for arm, r in results.items() if arm != "sft"}

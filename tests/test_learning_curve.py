@@ -109,3 +109,24 @@ def test_the_smoke_run_goes_through_every_arm_and_writes_the_report(tmp_path):
     assert "| grpo |" in report and "| control |" in report and "Result:" in report
     assert (out / "learning_curve.png").exists() and (out / "split.json").exists()
     assert [r["step"] for r in data["logs"]["control"] if "reward" in r] == [1]  # the control arm trained too
+
+
+@pytest.mark.slow
+def test_a_rerun_reuses_finished_arms_and_phases_split_the_work(tmp_path, capsys):
+    """--phase train then --phase eval: the second run trains nothing (the arms' checkpoints are reused), and
+    an arm that was never trained is refused in --phase eval rather than trained behind the user's back."""
+    lc = _script()
+    out = tmp_path / "lc"
+    common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.test_learning_curve:EvenVerifier"]
+    assert lc.main([*common, "--arms", "sft,control", "--phase", "train"]) == 0
+    assert not (out / "LEARNING.md").exists() and (out / "control" / "train_result.json").is_file()
+    stamp = (out / "control" / "train_result.json").stat().st_mtime_ns
+    capsys.readouterr()
+    assert lc.main([*common, "--arms", "sft,control", "--phase", "eval"]) == 0
+    err = capsys.readouterr().err
+    assert "sft: reusing the finished run" in err and "control: reusing the finished run" in err
+    assert (out / "control" / "train_result.json").stat().st_mtime_ns == stamp
+    data = json.loads((out / "learning_curve.json").read_text())
+    assert set(data["results"]) == {"sft", "control"}
+    with pytest.raises(SystemExit, match="'grpo' is not trained"):
+        lc.main([*common, "--arms", "sft,grpo", "--phase", "eval"])
