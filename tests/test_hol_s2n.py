@@ -24,6 +24,7 @@ from proofgym.envs.tasks.hol_inline import SourceTree, split_phrases, toplevel_t
 from proofgym.envs.tasks.hol_s2n import (
     CONTEXTS_DIR,
     bench_category,
+    build_objects,
     collect_problems,
     import_s2n,
     makefile_objects,
@@ -317,8 +318,8 @@ def test_contexts_dir_must_be_inside_the_checkout(checkout: Path, tmp_path: Path
 def test_object_file_a_context_reads(checkout: Path):
     """An x86 proof's context reads an object file with define_assert_from_elf: the task says which,
     and a missing one is one line naming it and the command that builds it."""
-    if shutil.which("as") is None:
-        pytest.skip("no assembler: apt-get install binutils")
+    if shutil.which("as") is None or shutil.which("make") is None:
+        pytest.skip("no assembler or make: apt-get install binutils make")
     (checkout / "x86" / "proofs").mkdir(parents=True)
     (checkout / "x86" / "generic").mkdir()
     (checkout / "x86" / "Makefile").write_text("OBJ = generic/bignum_tiny.o\n")
@@ -346,6 +347,10 @@ def test_object_file_a_context_reads(checkout: Path):
     _, report = import_s2n(checkout, hol_dir="", archs=("x86",))
     assert report.missing_objects == {"x86/generic/bignum_tiny.o": ["x86.bignum_tiny.BIGNUM_TINY_CORRECT"]}
     assert "1 x86 object files are not built" in report.render()
+    # the make step: the checkout's own Makefile rule builds exactly the missing objects
+    (checkout / "x86" / "Makefile").write_text("OBJ = generic/bignum_tiny.o\n%.o : %.S ; as -o $@ $<\n")
+    assert build_objects(checkout, list(report.missing_objects)) == {"x86": "ok"}
+    assert obj.read_bytes()[:4] == b"\x7fELF" and missing_object_message(task, str(checkout)) is None
 
 
 # --------------------------------------------------------------------------------------------

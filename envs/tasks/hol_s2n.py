@@ -597,6 +597,26 @@ def missing_object_message(task: Task, checkout: str) -> str | None:
             f"{object_build_command(checkout, missing)}")
 
 
+def build_objects(checkout: str | Path, objects: Sequence[str], *, jobs: int = 2) -> dict[str, str]:
+    """Run the checkout's own Makefiles for these object files (paths relative to the checkout).
+
+    Returns arch -> "ok" or the tail of make's output. Each architecture's objects are one ``make``
+    call in ``<checkout>/<arch>`` (its ``%.o : %.S`` rule; arm cross-assembles on an x86-64 host).
+    """
+    import subprocess
+
+    done: dict[str, str] = {}
+    for arch in sorted({_toplevel(o) for o in objects}):
+        mine = sorted(o for o in objects if _toplevel(o) == arch)
+        argv = ["make", "-C", str(Path(checkout) / arch), f"-j{max(1, jobs)}",
+                *(str(Path(o).relative_to(arch)) for o in mine)]
+        print(f"building {len(mine)} {arch} object files: {' '.join(argv[:4])} ...", file=sys.stderr, flush=True)
+        run = subprocess.run(argv, capture_output=True, text=True, check=False)
+        done[arch] = "ok" if run.returncode == 0 else (
+            f"make failed ({TOOLCHAIN.get(arch, 'binutils')}): " + (run.stderr or run.stdout).strip()[-600:])
+    return done
+
+
 def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree: SourceTree, workers: int,
               rule: TimeoutRule | None, verifier: Any, limit: int | None, progress: bool,
               timed_by_bench: bool) -> list[Task]:
@@ -643,13 +663,21 @@ def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree:
 
 def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: str = "",
               timeout_map: str | None = None, validate: bool = False, workers: int = 1, limit: int | None = None,
-              progress: bool = True, **_: Any) -> S2nImportReport:
-    """``proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]``: write the suite and its report."""
+              progress: bool = True, objects: bool = False, **_: Any) -> S2nImportReport:
+    """``proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]``: write the suite and its report.
+
+    With ``objects``, the object files the contexts read are built first (the checkout's Makefiles).
+    """
     from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     if not checkout:
         raise TaskFormatError("name the s2n-bignum checkout: proofgym build s2n-bignum --checkout DIR --hol-dir DIR")
     out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"
+    if objects:
+        _, first = import_s2n(checkout, hol_dir=hol_dir, progress=False)
+        for arch, status in build_objects(checkout, list(first.missing_objects), jobs=workers).items():
+            if status != "ok":
+                print(f"{arch}: {status}", file=sys.stderr, flush=True)
     tasks, report = import_s2n(checkout, hol_dir=hol_dir, timeout_map=timeout_map, validate=validate,
                                workers=workers, limit=limit, progress=progress)
     write_tasks(out, tasks)
@@ -667,9 +695,11 @@ def main(argv: list[str] | None = None) -> int:
                     "CHEAT_TAC is CHEATING (loads the bases: 15-25 minutes each on 2 cores)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="validate only the first N tasks of each base")
+    ap.add_argument("--objects", action="store_true", help="first build the object files the contexts read "
+                    "(make in <checkout>/arm and /x86; arm needs binutils-aarch64-linux-gnu on x86-64)")
     args = ap.parse_args(argv)
     report = build_s2n(Path(args.out), checkout=args.checkout, hol_dir=args.hol_dir, timeout_map=args.timeout_map,
-                       validate=args.validate, workers=args.workers, limit=args.limit or None)
+                       validate=args.validate, workers=args.workers, limit=args.limit or None, objects=args.objects)
     print(report.render())
     return 0
 
