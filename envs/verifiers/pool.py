@@ -405,7 +405,7 @@ class VerifierPool(abc.ABC):
             if outcome is not None and outcome.result is not None:  # a verdict (a TIMEOUT too: same input,
                 # same deadline, run at the same time) answers the checks that waited for it
                 if future.set_running_or_notify_cancel():
-                    future.set_result(replace(outcome, request_id=rid, result=answer_from(outcome.result),
+                    future.set_result(replace(outcome, request_id=rid, outcome=answer_from(outcome.result),
                                               attempts=0, worker="cache"))
             elif not future.done():  # the first broke or was cancelled: the others get checks of their own
                 try:
