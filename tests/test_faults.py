@@ -27,7 +27,7 @@ from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
-from proofgym.training import evaluate
+from proofgym.training import eval_runs as evaluate  # ensure_writable lives there
 from proofgym.training.evaluate import ReferenceAgent, read_results, run_eval
 from tests.conftest import requires_coq
 from tests.test_pool import FakeVerifier, _alive, fake_task

@@ -5,8 +5,8 @@ what to ask next given the attempts so far (:meth:`Strategy.request`), and
 how to read a reply as a proof (:meth:`Strategy.parse`). Before the run it may
 prepare (:meth:`Strategy.prepare`): pick demonstrations, build a retrieval
 index, generate and verify fixing demonstrations. The evaluation loop
-(:func:`proofgym.training.evaluate.run_eval`) owns batching, verification,
-records and resumption.
+(:func:`proofgym.training.evaluate.run_eval`) owns batching, verification (each
+episode runs in a ``proofgym/WholeProof-v0`` env), records and resumption.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import Agent, Generation, Request
-from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.agents.prompts import prompts_for
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.types import Task
 
 
@@ -53,10 +53,13 @@ class Attempt:
 
 @dataclass
 class Runtime:
-    """What a strategy may use while it prepares: the agent, the verifier, and a folder for its cache.
+    """What a strategy may use: the agent, the verifier, and a folder for its cache.
 
     ``check`` verifies ``(task, proof)`` pairs and returns result dicts like the
     evaluation's (``verdict``, ``reasons``, ``messages``, ``feedback``...).
+    ``open_verifier(system)`` makes a verifier in this process (for tactic sessions,
+    which cannot cross the pool's process boundary); :meth:`verifier` keeps one per
+    system and :meth:`close` closes them.
     """
 
     agent: Agent
@@ -64,6 +67,24 @@ class Runtime:
     cache_dir: Path | None = None
     setup_cost: dict[str, float] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0,
                                                                   "verifier_calls": 0})
+    open_verifier: Callable[[str], Any] | None = None
+    _verifiers: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def verifier(self, system: str) -> Any:
+        """This process's verifier for ``system`` (made on first use, closed by :meth:`close`)."""
+        if system not in self._verifiers:
+            if self.open_verifier is None:
+                from proofgym.envs.verifiers.base import make_verifier
+
+                self._verifiers[system] = make_verifier(system)
+            else:
+                self._verifiers[system] = self.open_verifier(system)
+        return self._verifiers[system]
+
+    def close(self) -> None:
+        for verifier in self._verifiers.values():
+            verifier.close()
+        self._verifiers.clear()
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         gens = self.agent.generate(requests)
@@ -101,6 +122,14 @@ class Strategy:
     def request(self, task: Task, sample: int, history: Sequence[Attempt]) -> Request | None:
         """The next request of this episode, or ``None`` when it is over."""
         raise NotImplementedError
+
+    def generate(self, runtime: Runtime, requests: Sequence[Request]) -> list[Generation]:
+        """The replies to ``requests`` (one per request, in order): the agent's batch.
+
+        A strategy that searches before it answers (Cobblestone) runs its search here and
+        returns the proof it found as the reply; the env checks that proof like any other.
+        """
+        return runtime.agent.generate(requests)
 
     def parse(self, task: Task, generation: Generation) -> tuple[str, tuple[str, ...]]:
         """The proof in a reply, and the parser's notes."""

@@ -22,11 +22,15 @@ tactic expression there; see ``envs/verifiers/hol_light/tactic.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofgym.agents.strategies.base import Strategy
+from proofgym.envs.episode import Episode
+from proofgym.envs.errors import ProofgymError
 from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.coq import tactic as coq_tactic
@@ -66,6 +70,8 @@ class CobblestoneResult:
     max_depth_reached: int = 0
     wall_s: float = 0.0
     trace: list[str] = field(default_factory=list)
+    first_sample: str | None = None  # the agent's first whole proof, as it wrote it
+    last_candidate: str | None = None  # the last proof given the final check
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +99,7 @@ class Cobblestone:
         self.verifier = verifier
         self.agent = agent
         self.config = config or CobblestoneConfig()
+        self._episode: Episode  # the final checks of the task being solved (set by solve)
 
     def solve(self, task: Task) -> CobblestoneResult:
         report = CobblestoneResult(task.id)
@@ -100,6 +107,9 @@ class Cobblestone:
         backend = _BACKENDS.get(task.system)
         if backend is None:
             raise ValueError(f"Cobblestone has no backend for {task.system!r}; known: {', '.join(_BACKENDS)}")
+        # The final checks are the episode's attempts: every candidate without a placeholder is one,
+        # and an OK ends it (the hammer's, then at most one per sample).
+        self._episode = Episode(task, max_attempts=1 + self.config.invocations * max(1, self.config.samples))
         try:
             with self.verifier.open(task) as session:
                 self._solve(task, backend(session), report)
@@ -121,6 +131,8 @@ class Cobblestone:
             for k in range(self.config.samples):
                 proof = _act(self.agent, self._observation(task, task.statement, k, feedback))
                 report.samples_used += 1
+                if report.first_sample is None:
+                    report.first_sample = proof
                 loc = backend.localize(proof, None)
                 if loc.rejected:
                     report.trace.append(f"sample rejected: {loc.rejected[:80]}")
@@ -193,9 +205,11 @@ class Cobblestone:
         return None
 
     def _final(self, task: Task, proof: str | None, report: CobblestoneResult) -> bool:
-        if proof is None or "admit." in proof.split():
+        if proof is None or "admit." in proof.split() or self._episode.done:
             return False  # never: a placeholder left in means not solved
-        result = self.verifier.check(task, proof)
+        report.last_candidate = proof
+        result = self._episode.submit(proof, self.verifier).result
+        assert result is not None  # noqa: S101 - submit raises on a harness failure, it records none
         report.trace.append(f"final check: {result.verdict.value}")
         if result.verdict is Verdict.OK:
             report.solved, report.proof, report.result = True, proof, result
@@ -317,3 +331,133 @@ class _HolLightBackend(_Backend):
 
 
 _BACKENDS: dict[str, type[_Backend]] = {"coq": _CoqBackend, "hol_light": _HolLightBackend}
+
+
+# -- as an evaluation strategy ------------------------------------------------------------------------
+class _PromptedAgent:
+    """``act(observation) -> proof`` for Cobblestone from an evaluation :class:`~proofgym.agents.base.Agent`.
+
+    Each observation (the task's goal, or a hole's) becomes the system's zero-shot prompt with that
+    goal as the statement, plus the last error when there is one; the reply is parsed like any
+    other. Tokens, cost and seconds add up over the search.
+    """
+
+    def __init__(self, agent: Any, task: Task, sample: int, sampling: Any, context_chars: int) -> None:
+        self.agent, self.task, self.sample, self.sampling = agent, task, sample, sampling
+        self.context_chars = context_chars
+        self.calls = 0
+        self.prompt_tokens = self.completion_tokens = 0
+        self.cost_usd: float | None = None
+        self.seconds = 0.0
+
+    def act(self, observation: dict[str, Any]) -> str:
+        from proofgym.agents.base import AgentError, Request
+        from proofgym.agents.prompts import prompts_for
+        from proofgym.envs.parsing import parse_proof, statement_to_strip
+
+        goal = dataclasses.replace(self.task, statement=str(observation["statement"]))
+        prompts = prompts_for(self.task.system)
+        context = self.task.context[-self.context_chars:] if self.context_chars else ""
+        messages = list(prompts.messages(goal, context=context))
+        if observation.get("feedback"):
+            messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n\nAn earlier attempt failed "
+                            "with:\n" + str(observation["feedback"])[:1000]}
+        request = Request(tuple(messages), task=goal, sample=self.sample, attempt=self.calls,
+                          sampling=self.sampling)
+        self.calls += 1
+        generation = self.agent.generate([request])[0]
+        self.prompt_tokens += generation.prompt_tokens
+        self.completion_tokens += generation.completion_tokens
+        self.seconds += generation.seconds
+        if generation.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + generation.cost_usd
+        if generation.error is not None:
+            raise AgentError(generation.error)
+        if generation.is_proof:
+            return generation.text
+        return parse_proof(generation.text, statement=statement_to_strip(goal)).proof
+
+
+class CobblestoneStrategy(Strategy):
+    """Cobblestone as an evaluation strategy (``proofgym eval --strategy cobblestone --set samples=4``).
+
+    Each episode is one search (hammer, whole-proof samples, fail-safe localization on tactic
+    sessions, recursion on the holes), run with the evaluation's agent on a verifier in this
+    process (tactic sessions cannot cross the pool's process boundary). The episode's one
+    attempt is the proof the search found (else its last candidate, else the agent's first
+    sample), checked by the env on the pool like every other strategy's: only that verdict counts.
+
+    Args:
+        max_depth: Deepest recursion on holes (paper: 5).
+        invocations: Agent invocations per task (paper: 5).
+        samples: Whole proofs per invocation (paper: 4).
+        hammer_tactics: Tactics tried first on every goal; default: the system's hammers
+            (:mod:`proofgym.envs.systems`; Coq's ``sauto.`` needs CoqHammer loaded in the
+            verifier's prelude, which ``proofgym eval`` does not load: pass e.g. ``["auto.", "lia."]``).
+        hammer_timeout_s: Seconds per hammer call.
+        temperature: Sampling temperature of the search's requests (``None``: the agent's own).
+        context_chars: How much of the end of the task's context the prompts show.
+    """
+
+    name = "cobblestone"
+    max_attempts = 1
+
+    def __init__(self, max_depth: int = 5, invocations: int = 5, samples: int = 4,
+                 hammer_tactics: Sequence[str] | None = None, hammer_timeout_s: float = 10.0,
+                 temperature: float | None = None, context_chars: int = 2000) -> None:
+        super().__init__()
+        if min(int(max_depth), int(invocations), int(samples)) < 1:
+            raise ValueError("max_depth, invocations and samples must be >= 1")
+        self.config = CobblestoneConfig(max_depth=int(max_depth), invocations=int(invocations), samples=int(samples),
+                                        hammer_tactics=None if hammer_tactics is None else tuple(hammer_tactics),
+                                        hammer_timeout_s=float(hammer_timeout_s))
+        self.temperature = temperature
+        self.context_chars = int(context_chars)
+        self.reports: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def prepare(self, tasks: Sequence[Task], runtime: Any) -> list[Task]:
+        systems = sorted({t.system for t in tasks} - set(_BACKENDS))
+        if systems:
+            raise ProofgymError(f"Cobblestone searches on tactic sessions of {', '.join(sorted(_BACKENDS))}; "
+                                f"this suite has tasks of {', '.join(systems)}")
+        return list(tasks)
+
+    def request(self, task: Task, sample: int, history: Sequence[Any]) -> Any:
+        from proofgym.agents.base import Request
+
+        if history:
+            return None
+        return Request((), task=task, sample=sample, attempt=0)  # the search writes its own prompts
+
+    def generate(self, runtime: Any, requests: Sequence[Any]) -> list[Any]:
+        return [self._search(runtime, request) for request in requests]
+
+    def _search(self, runtime: Any, request: Any) -> Any:
+        from proofgym.agents.base import AgentError, Generation, ModelUnavailable, SamplingParams
+
+        task = request.task
+        sampling = None if self.temperature is None else SamplingParams(temperature=float(self.temperature))
+        agent = _PromptedAgent(runtime.agent, task, request.sample, sampling, self.context_chars)
+        error = None
+        try:
+            report = Cobblestone(runtime.verifier(task.system), agent, self.config).solve(task)
+        except ModelUnavailable:
+            raise
+        except AgentError as exc:
+            error, report = str(exc), None
+        usage = {"prompt_tokens": agent.prompt_tokens, "completion_tokens": agent.completion_tokens,
+                 "cost_usd": agent.cost_usd, "seconds": agent.seconds}
+        if report is None:
+            return Generation("", error=f"cobblestone: {error}", **usage)
+        self.reports[(task.id, request.sample)] = report.to_dict()
+        proof = report.proof if report.solved else (report.last_candidate or report.first_sample or "")
+        return Generation(proof, is_proof=True, finish_reason=f"cobblestone:{report.solved_by or 'unsolved'}",
+                          **usage)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **dataclasses.asdict(self.config), "temperature": self.temperature,
+                "context_chars": self.context_chars}
+
+
+#: ``make_strategy("cobblestone", samples=4)`` builds the evaluation strategy.
+STRATEGY = CobblestoneStrategy
