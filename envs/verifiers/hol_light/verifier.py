@@ -466,13 +466,15 @@ class HolLightServer:
         return pending.frame[0], pending.frame[2]
 
     # -- problem contexts (zygotes) ---------------------------------------------------------------
-    def enter_context(self, context: str) -> tuple[str, int, int]:
+    def enter_context(self, context: str, *, timeout_s: float, grace_s: float, budget_bytes: int
+                      ) -> tuple[str, int, int]:
         """Make a zygote of ``context`` ready and count one attempt in flight on it (:meth:`leave_context`
-        ends it; a zygote with attempts in flight is never evicted).
+        ends it; a zygote with attempts in flight is never evicted). The limits are the caller's: a
+        verifier's config may change while its server runs.
 
         Returns:
             The context's key, how many contexts were loaded for it (0 or 1), and how many idle zygotes
-            were evicted to keep the loaded ones within ``zygote_budget_bytes``.
+            were evicted to keep the loaded ones within ``budget_bytes``.
 
         Raises:
             ContextLoadError: the context does not load (or times out): the task is broken.
@@ -489,8 +491,7 @@ class HolLightServer:
                 if key in self.zygotes:
                     self.inflight[key] += 1
                     return key, 0, 0
-            timeout_s = self.cfg.context_timeout_s
-            tag, fields = self.request("CTX", [key, context, str(int(timeout_s * 1000))], timeout_s + self.cfg.grace_s)
+            tag, fields = self.request("CTX", [key, context, str(int(timeout_s * 1000))], timeout_s + grace_s)
             status = fields[0].decode() if fields else ""
             if tag == "CTX" and status == "timeout":
                 raise ContextLoadError(f"the task's context timed out: {fields[1].decode('utf-8', 'replace')} "
@@ -504,7 +505,7 @@ class HolLightServer:
                 self.zygotes[key] = rss
                 self.zygotes.move_to_end(key)
                 self.inflight[key] += 1
-            evicted = self._evict()
+            evicted = self._evict(budget_bytes)
         return key, 1, evicted
 
     def leave_context(self, key: str) -> None:
@@ -523,7 +524,7 @@ class HolLightServer:
         with self._state_lock:
             self.zygotes.pop(key, None)
 
-    def _evict(self) -> int:
+    def _evict(self, budget_bytes: int) -> int:
         """Drop least recently used idle zygotes until the loaded ones fit the budget (at full RSS); how many.
 
         A zygote with attempts running is never evicted: the budget may be exceeded while busy.
@@ -533,7 +534,7 @@ class HolLightServer:
             with self._state_lock:
                 total = sum(self.zygotes.values())
                 victims = [k for k in self.zygotes if self.inflight[k] <= 0]
-                if total <= self.cfg.zygote_budget_bytes or not victims:
+                if total <= budget_bytes or not victims:
                     return evicted
                 victim = victims[0]
                 self.zygotes.pop(victim)
@@ -701,7 +702,9 @@ class HolLightVerifier(ProverVerifier):
 
     def _attempt(self, server: HolLightServer, task: Task, goal: str, proof: str) -> CheckResult:
         for _ in range(3):
-            key, loaded, evicted = server.enter_context(task.context)  # one attempt in flight there
+            cfg = self.config
+            key, loaded, evicted = server.enter_context(  # one attempt in flight there
+                task.context, timeout_s=cfg.context_timeout_s, grace_s=cfg.grace_s, budget_bytes=cfg.zygote_budget_bytes)
             with self._lock:
                 self.stats["contexts_loaded"] += loaded
                 self.stats["evictions"] += evicted
