@@ -67,6 +67,14 @@ attempts; with n = k it is Selene's ACC#k). With --strategy selene the fixing
 round counts in fix@j, not in pass@j. Options of a strategy: --set key=value, e.g.
 --strategy selene --set sim=true --set fix=retry (see configs/eval/*.yaml).
 
+Every episode runs in proofgym/WholeProof-v0, the env users get. --strategy
+cobblestone searches each task on tactic sessions of a verifier in this process
+(hammer, --set samples=N proofs per invocation, failing parts made holes and
+proved by recursion, --set max_depth/invocations bound it); its episode's one
+attempt is the proof it found, checked by the env on the pool. Coq's default
+hammer (sauto.) needs CoqHammer loaded; --set 'hammer_tactics=["auto."]' picks
+others.
+
 Checks run on the verifier pool that training and serve-verifier use: --workers
 processes keep their provers warm, and a worker killed mid-check is replaced and
 its check retried once (a second death is a harness failure: no row is written,
@@ -78,6 +86,7 @@ examples:
   proofgym eval --suite my_tasks.jsonl --agent reference --out runs/mine --json
   proofgym eval --suite coq-stdlib --agent openai --base-url http://127.0.0.1:8000/v1 --model m --k 5
   proofgym eval --suite coq-stdlib --agent local --model ./checkpoint --strategy selene
+  proofgym eval --suite coq-stdlib --agent openai --model m --strategy cobblestone --set samples=4
   proofgym eval --config configs/eval/selene_fixing.yaml --agent openai --model gpt-4o
 """
 
@@ -557,7 +566,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", dest="api_key",
                    help="API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY; none needed on 127.0.0.1)")
     p.add_argument("--strategy", help="plain (default: zero-shot, optional repair rounds), selene (demonstrations, "
-                   "retrieval, fixing round) or skillforge (Dafny: routed repair); `--set key=value` for options")
+                   "retrieval, fixing round), cobblestone (Coq/HOL Light: hammer, samples, fail-safe holes filled "
+                   "by recursion on tactic sessions; options max_depth, invocations, samples, hammer_tactics, "
+                   "hammer_timeout_s, temperature) or skillforge (Dafny: routed repair; option budget); "
+                   "`--set key=value` for options")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a strategy option (repeatable)")
     p.add_argument("--k", type=int, help="report pass@k / ACC#k (default 1)")
     p.add_argument("--n", type=int, help="samples per task (default k); pass@j is reported for j <= n")

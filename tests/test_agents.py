@@ -237,5 +237,5 @@ def test_every_strategy_is_listed_where_users_look():
     eval_help = next(a for a in build_parser()._subparsers._group_actions[0].choices["eval"]._actions
                      if a.dest == "strategy").help
     assert all(name in eval_help for name in names)
-    with pytest.raises(ProofgymError, match="available: plain, selene, skillforge"):
+    with pytest.raises(ProofgymError, match="available: plain, selene, cobblestone, skillforge"):
         make_strategy("no-such-strategy")
