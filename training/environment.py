@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from proofgym.envs.episode import Episode
 from proofgym.envs.types import Task
 
 
@@ -35,14 +36,26 @@ class CheckProofEnv:
         self._max_calls = int(max_calls)
         self._feedback_chars = int(feedback_chars)
         self._task: Task | None = None
-        self.calls = 0
-        self.verdicts: list[str | None] = []
+        self._episode: Episode | None = None
+
+    @property
+    def calls(self) -> int:
+        """Tool calls made in this rollout."""
+        return self._episode.attempt if self._episode is not None else 0
+
+    @property
+    def verdicts(self) -> list[str | None]:
+        """The verdict of each call (``None`` where the checker itself failed)."""
+        turns = self._episode.turns if self._episode is not None else []
+        return [None if t.verdict is None else t.verdict.value for t in turns]
 
     def reset(self, **row: Any) -> str | None:
         """Start a rollout on the row's task (TRL passes the dataset row as keywords)."""
         self._task = self._tasks[str(row["task_id"])]
-        self.calls = 0
-        self.verdicts = []
+        # Each call is an attempt of one episode; no verdict ends it (the final answer is scored elsewhere),
+        # nor does a broken checker: only the call budget does.
+        self._episode = Episode(self._task, max_attempts=max(1, self._max_calls), ends_on=frozenset(),
+                                stop_on_failure=False, feedback_chars=self._feedback_chars)
         return None
 
     def check_proof(self, proof: str) -> str:
@@ -54,17 +67,15 @@ class CheckProofEnv:
         Returns:
             The verdict (OK, FAIL, CHEATING, TIMEOUT or ERROR) with the prover's messages and remaining goals.
         """
-        if self._task is None:
+        if self._task is None or self._episode is None:
             return "No task: the environment was not reset."
-        if self.calls >= self._max_calls:
+        if self._episode.done or self._max_calls < 1:
             return f"No more checks: {self._max_calls} per answer. Give your final answer."
-        self.calls += 1
         outcome = self._pool.submit(self._task, proof).result()
         if outcome.result is None:
-            self.verdicts.append(None)
+            self._episode.fail(proof, f"{outcome.error_kind}: {outcome.harness_error}")
             return f"The checker itself failed ({outcome.error_kind}); this says nothing about the proof."
-        self.verdicts.append(outcome.result.verdict.value)
-        return outcome.result.feedback(self._feedback_chars)
+        return self._episode.record(proof, outcome.result).feedback
 
 
 def environment_factory(tasks: Mapping[str, Task], pool: Any, **options: Any) -> Callable[[], CheckProofEnv]:
