@@ -4,8 +4,6 @@
 nothing else: no prover is started and no environment variable is read.
 """
 
-from proofgym.envs import register_envs as _register_envs
+import proofgym.envs  # noqa: F401 - importing it registers the environment ids (once)
 
 __version__ = "0.1.0"
-
-_register_envs()
