@@ -605,7 +605,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.add_argument("--no-progress", dest="no_progress", action="store_true",
                    help="no progress on stderr (default: a live bar on a terminal, a line every 30 s in a log)")
-    p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("serve-model", help="serve a local checkpoint with an OpenAI-compatible API",

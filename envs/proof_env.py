@@ -72,8 +72,9 @@ class WholeProofEnv(gym.Env[dict[str, Any], str]):
     ``step`` raises :class:`~proofgym.envs.errors.VerifierError`: a harness failure has no reward.
 
     ## Episode End
-    Terminated on ``OK``. Truncated after ``max_attempts`` attempts without ``OK``.
-    (``gymnasium.make(..., max_episode_steps=N)`` adds a ``TimeLimit`` too.)
+    Terminated on ``OK``. Truncated after ``max_attempts`` attempts without ``OK`` (the episode's
+    turn budget, :class:`~proofgym.envs.episode.Episode`). ``gymnasium.make`` also wraps the env in
+    a ``TimeLimit`` of 16 steps, a cap above any harness's budget (``max_episode_steps=N`` changes it).
 
     ## Info
     ``result`` (the :class:`CheckResult`), ``verdict``, ``reasons``, ``task_id``, ``category``.

@@ -79,7 +79,8 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
     the unshaped reward.
 
     ## Episode End
-    Terminated when the re-check says OK. Truncated after ``max_steps`` steps.
+    Terminated when the re-check says OK. Truncated after ``max_steps`` steps (``gymnasium.make`` adds a
+    ``TimeLimit`` of 1000 steps, a cap above any budget; ``max_episode_steps=N`` changes it).
 
     ## Info
     ``state_id``, ``parent_state_id``, ``verdict`` (of the step, or of the final check),
