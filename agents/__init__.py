@@ -21,8 +21,8 @@ from proofgym.agents.base import (
     Request,
     SamplingParams,
 )
-from proofgym.envs.parsing import ParsedProof, parse_proof
 from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
+from proofgym.envs.parsing import ParsedProof, parse_proof
 
 __all__ = [
     "Agent", "AgentError", "Generation", "ModelUnavailable", "ParsedProof", "Prices", "ReferenceAgent", "Request",

@@ -177,8 +177,8 @@ class Agent:
         if isinstance(observations, Mapping):
             actions, _ = self.act([observations], system=system, tasks=tasks)
             return actions[0]
-        from proofgym.envs.parsing import parse_proof, statement_to_strip
         from proofgym.agents.prompts import prompts_for
+        from proofgym.envs.parsing import parse_proof, statement_to_strip
 
         requests = []
         for obs in observations:
