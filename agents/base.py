@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from proofgym.agents.prompts import prompts_for
+from proofgym.agents.prompts.base import Message  # noqa: F401 - also a public name here (prompts build them)
 from proofgym.envs.errors import DependencyNotInstalled, ProofgymError
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.types import Task
-
-Message = Mapping[str, str]
-"""A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
 
 
 class AgentError(ProofgymError):
@@ -177,9 +177,6 @@ class Agent:
         if isinstance(observations, Mapping):
             actions, _ = self.act([observations], system=system, tasks=tasks)
             return actions[0]
-        from proofgym.agents.prompts import prompts_for
-        from proofgym.envs.parsing import parse_proof, statement_to_strip
-
         requests = []
         for obs in observations:
             obs_system = str(obs.get("system") or system)

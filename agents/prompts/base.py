@@ -8,12 +8,16 @@ Every reply is asked for in one fenced code block, which
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from proofgym.agents.base import Message
 from proofgym.envs.systems import SPECS
 from proofgym.envs.types import Task
+
+#: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}`` (prompts build them,
+#: agents send them).
+Message = Mapping[str, str]
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proofgym.agents.base import Message
-from proofgym.agents.prompts.base import fenced
+from proofgym.agents.prompts.base import Message, fenced
 from proofgym.agents.prompts.skillforge import DAFNY_VERSION_NOTE
 from proofgym.envs.types import Task
 

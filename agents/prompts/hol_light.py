@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proofgym.agents.base import Message
-from proofgym.agents.prompts.base import ZeroShotPrompts, fenced
+from proofgym.agents.prompts.base import Message, ZeroShotPrompts, fenced
 from proofgym.envs.types import Task
 
 EXAMPLE_GOAL = "`x * (y + z) = x * z + x * y`"

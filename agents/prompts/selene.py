@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proofgym.agents.base import Message
-from proofgym.agents.prompts.base import fenced, system_info
+from proofgym.agents.prompts.base import Message, fenced, system_info
 from proofgym.envs.types import Task
 
 
