@@ -22,6 +22,7 @@ per-check numbers depend on the dice.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -254,6 +255,345 @@ def recovery(task: Task, kills: int = 3) -> tuple[float, float]:
     return statistics.median(ready_s), statistics.median(answer_s)
 
 
+# -- the real workload: a GRPO-shaped batch ----------------------------------------------------------
+
+#: A failing Coq attempt (an honest wrong proof: FAIL, or ERROR where the goal has no intros).
+COQ_WRONG = "Proof. intros. reflexivity. Qed."
+#: Where each worker of a GRPO run writes its verifier's context-load seconds (read by grpo_batch).
+LOADS_ENV = "PROOFGYM_BENCH_LOADS"
+
+
+def _timed_verifier(system: str, **kwargs: Any) -> Any:
+    """A pool worker's verifier (``make_verifier``) that records the seconds its Coq sessions took to load.
+
+    Named by the pool as ``"bench:_timed_verifier"``: a spawned worker imports this script by its
+    name, from the same ``sys.path``. Each new session's load (process start, context, isolation cache)
+    is appended to ``$PROOFGYM_BENCH_LOADS/<pid>.jsonl``; a warm session's reuse is not a load.
+    """
+    import json
+
+    verifier = base.make_verifier(system, **kwargs)
+    out = os.environ.get(LOADS_ENV)
+    session = getattr(verifier, "_session", None)
+    if out and session is not None:
+        path = Path(out) / f"{os.getpid()}.jsonl"
+
+        def timed(context: str) -> Any:
+            started = verifier.stats.get("sessions_started", 0)
+            t0 = time.perf_counter()
+            try:
+                return session(context)
+            finally:
+                if verifier.stats.get("sessions_started", 0) != started:
+                    with path.open("a", encoding="utf-8") as f:
+                        f.write(json.dumps({"load_s": time.perf_counter() - t0}) + "\n")
+
+        verifier._session = timed  # noqa: SLF001 - the benchmark times the verifier's own context loads
+    return verifier
+
+
+def _dafny_variants(task: Task) -> tuple[str, str]:
+    """(a cheat, a failing variant) of a Dafny reference program: a lemma of ``false`` by ``assume``; an
+    ``assert false`` at the top of the first body."""
+    import re
+
+    cheat = task.reference_proof.rstrip() + "\n\nlemma ProofgymCheat() ensures false { assume false; }\n"
+    m = re.search(r"\b(?:method|lemma)\b[^{]*\{", task.reference_proof)
+    failing = (task.reference_proof[: m.end()] + " assert false; " + task.reference_proof[m.end():]) if m else \
+        task.reference_proof + "\nlemma ProofgymWrong() ensures false { }\n"
+    return cheat, failing
+
+
+def grpo_attempts(task: Task, group: int) -> list[str]:
+    """``group`` completions for one prompt, as GRPO sees them: the reference, a cheat, a failing variant,
+    and repeats of them (samples repeat: the verdict cache answers a repeat without a check)."""
+    if task.system == "coq":
+        cheat, failing = "Proof. Admitted.", COQ_WRONG
+    elif task.system == "dafny":
+        cheat, failing = _dafny_variants(task)
+    else:  # HOL Light
+        cheat, failing = "CHEAT_TAC", "REFL_TAC"
+    cycle = [task.reference_proof, cheat, failing, task.reference_proof, failing, task.reference_proof,
+             task.reference_proof, cheat]
+    return [cycle[i % len(cycle)] for i in range(group)]
+
+
+def grpo_tasks(tasks: list[Task], batch: int, seed: int) -> list[Task]:
+    """``batch`` prompts drawn at random across source files (one task per file while files last)."""
+    import random
+
+    rng = random.Random(seed)
+    by_file: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_file.setdefault(str(t.metadata.get("file", t.id)), []).append(t)
+    files = sorted(by_file)
+    chosen = rng.sample(files, min(batch, len(files)))
+    chosen += [rng.choice(files) for _ in range(batch - len(chosen))]
+    return [rng.choice(by_file[f]) for f in chosen]
+
+
+def _whole_file_check(task: Task, proof: str) -> float:
+    """Seconds of the stateless check of one attempt: the prover on one file holding the context and the proof."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if task.system == "coq":
+            src = Path(tmp) / "Naive.v"
+            src.write_text(f"{task.context}\n{task.statement}\n{proof}\n", encoding="utf-8")
+            cmd = ["coqc", "-q", str(src)]
+        else:
+            src = Path(tmp) / "naive.dfy"
+            src.write_text(f"{task.context}\n{proof}\n" if task.context else proof, encoding="utf-8")
+            cmd = ["dafny", "/compile:0", "/nologo", str(src)]
+        start = time.perf_counter()
+        subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=600, check=False)
+        return time.perf_counter() - start
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dict[str, Any] | None = None,
+               whole_file: bool = True) -> dict[str, Any]:
+    """One GRPO-shaped batch through a cold ``LocalVerifierPool(workers)``, and (optionally) whole-file checks
+    of the same attempts, ``workers`` at a time, measured one after the other in this run.
+
+    Returns checks/s, checks/s per core (per CPU-second of the pool's processes), p50/p95 latency of the
+    checks that ran (a verdict-cache answer is not a check), the share of that time spent loading
+    contexts, the verdicts, and the same for the whole-file path.
+    """
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    with tempfile.TemporaryDirectory() as loads_dir:
+        os.environ[LOADS_ENV] = loads_dir
+        try:
+            cpu0, start = _tree_cpu_s(os.getpid()), time.perf_counter()
+            with LocalVerifierPool(workers, system_kwargs=system_kwargs or {},
+                                   verifier_factory="bench:_timed_verifier") as pool:
+                results = list(pool.imap_unordered(work))
+                cache = pool.cache_stats()
+                elapsed = time.perf_counter() - start
+                # A verdict-cache hit, timed alone: submit -> answer of an attempt already checked.
+                hits = []
+                for task, proof in work[: min(50, len(work))]:
+                    t0 = time.perf_counter()
+                    pool.submit(task, proof).result()
+                    hits.append(time.perf_counter() - t0)
+            cpu = _tree_cpu_s(os.getpid()) - cpu0
+        finally:
+            os.environ.pop(LOADS_ENV, None)
+        loads = [json.loads(line)["load_s"] for f in Path(loads_dir).glob("*.jsonl")
+                 for line in f.read_text(encoding="utf-8").splitlines() if line]
+    bad = [r for r in results if r.harness_failure]
+    ran = [r.result.wall_s for r in results if r.result is not None and r.worker != "cache"]
+    verdicts: dict[str, int] = {}
+    for r in results:
+        key = r.verdict.value if r.verdict is not None else f"harness:{r.error_kind}"
+        verdicts[key] = verdicts.get(key, 0) + 1
+    out: dict[str, Any] = {
+        "checks": len(work), "workers": workers, "wall_s": elapsed, "rate": len(work) / elapsed,
+        "per_core": len(work) / cpu if cpu > 0 else 0.0, "cpu_s": cpu, "ran": len(ran),
+        "p50": _pct(ran, 0.5), "p95": _pct(ran, 0.95), "load_share": sum(loads) / max(sum(ran), 1e-9),
+        "load_p50": _pct(loads, 0.5), "loads": len(loads), "verdicts": verdicts, "cache": cache,
+        "harness_failures": len(bad), "hit_p50": _pct(hits, 0.5),
+    }
+    if whole_file and work[0][0].system in ("coq", "dafny"):
+        start = time.perf_counter()
+        with ThreadPoolExecutor(workers) as ex:
+            naive = list(ex.map(lambda tp: _whole_file_check(*tp), work))
+        out["whole_file"] = {"wall_s": time.perf_counter() - start, "p50": _pct(naive, 0.5),
+                             "p95": _pct(naive, 0.95), "rate": len(work) / (time.perf_counter() - start)}
+    return out
+
+
+def with_attempts(tasks: list[Task], group: int) -> list[tuple[Task, str]]:
+    """Every (task, attempt) of the batch: each task's GRPO group, in order."""
+    return [(t, p) for t in tasks for p in grpo_attempts(t, group)]
+
+
+def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """The real-workload rows: a GRPO-shaped batch on coq-stdlib (and dafny-nl, HOL Light with ``--hol``)."""
+    rows: list[Row] = []
+    try:
+        stdlib = [t for t in load_task_list(args.grpo_suite) if t.system == "coq"]
+    except ProofgymError as exc:
+        notes.setdefault("skipped", []).append(f"GRPO batch: {exc} (run `proofgym build coq-stdlib`)")
+        return rows
+    n = min(os.cpu_count() or 1, args.max_workers)
+    batch_tasks = grpo_tasks(stdlib, args.grpo_batch, args.seed)
+    batch = with_attempts(batch_tasks, args.grpo_group)
+    shape = f"{len(batch_tasks)} tasks x {args.grpo_group} attempts, {n} workers, cold pool"
+    runs: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as iso_dir:
+        for label, kwargs in (("no isolation cache", {"isolation_cache": False}),
+                              ("isolation cache cold", {"isolation_dir": iso_dir}),
+                              ("isolation cache warm", {"isolation_dir": iso_dir})):
+            runs[label] = grpo_batch(batch, n, system_kwargs={"coq": {"audit": "never", **kwargs}},
+                                     whole_file=label == "no isolation cache")
+    naive = runs["no isolation cache"]["whole_file"]
+    per_naive = naive["wall_s"] / runs["no isolation cache"]["checks"]
+    for label, run in runs.items():
+        per = run["wall_s"] / run["checks"]
+        goal = label == "isolation cache warm"
+        rows.append(Row(f"GRPO batch on coq-stdlib ({shape}, {label}): whole-file `coqc` per check / proofgym "
+                        "per check", _fmt_ms(1000 * per_naive), _fmt_ms(1000 * per), per_naive / per,
+                        "≥ 30× (stretch 50×)" if goal else "", (per_naive / per >= 30) if goal else None))
+    warm = runs["isolation cache warm"]
+    off = runs["no isolation cache"]
+    rows.append(Row("cold Coq context load, p50 (session start + context): isolation cache warm / no cache",
+                    _fmt_ms(1000 * warm["load_p50"]), _fmt_ms(1000 * off["load_p50"]),
+                    warm["load_p50"] / max(off["load_p50"], 1e-9), "warm ≤ 0.3 s", warm["load_p50"] <= 0.3))
+    rows.append(Row("verdict-cache hit (submit -> answer of a repeated attempt), p50 / a checked attempt, p50",
+                    f"{1000 * warm['hit_p50']:.2f} ms", _fmt_ms(1000 * warm["p50"]),
+                    warm["hit_p50"] / max(warm["p50"], 1e-9), "hit ≤ 1 ms", warm["hit_p50"] <= 0.001))
+    notes["grpo"] = {label: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}
+                     for label, run in runs.items()}
+    notes["grpo_tasks"] = [t.id for t in batch_tasks]
+    for suite, system, enabled in (("dafny-nl", "dafny", True), (args.hol_suite, "hol_light", args.hol)):
+        if not enabled:
+            notes.setdefault("skipped", []).append(f"GRPO batch on {system}: opt-in (--hol; HOL Light loads for "
+                                                   "2-5 min before its first check)")
+            continue
+        try:
+            others = [t for t in load_task_list(suite) if t.system == system and t.reference_proof] \
+                if suite else list(HOL_LIGHT_TASKS)
+            obatch = with_attempts(grpo_tasks(others, args.grpo_batch, args.seed), args.grpo_group)
+            run = grpo_batch(obatch, n)
+        except Exception as exc:  # noqa: BLE001 - a prover not installed here is a note, not a crash
+            notes.setdefault("skipped", []).append(f"GRPO batch on {system}: {type(exc).__name__}: {exc}")
+            continue
+        notes[f"grpo_{system}"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}
+        whole = run.get("whole_file")
+        per = run["wall_s"] / run["checks"]
+        if whole:
+            per_naive = whole["wall_s"] / run["checks"]
+            rows.append(Row(f"GRPO batch on {suite} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool): "
+                            "whole-file check per check / proofgym per check", _fmt_ms(1000 * per_naive),
+                            _fmt_ms(1000 * per), per_naive / per))
+        else:
+            rows.append(Row(f"GRPO batch on {system} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool, "
+                            "HOL Light load included): checks/s / checks/s per core", f"{run['rate']:.2f}/s",
+                            f"{run['per_core']:.2f}/s", run["rate"] / max(run["per_core"], 1e-9)))
+    return rows
+
+
+def grpo_table(runs: dict[str, Any]) -> str:
+    """The GRPO runs' own numbers (checks/s, per core, latency, load share) as a Markdown table."""
+    lines = ["| run | checks (ran) | wall | checks/s | checks/s per core | p50 | p95 | context loads (p50) | "
+             "load share | verdicts |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for label, r in runs.items():
+        lines.append(f"| {label} | {r['checks']} ({r['ran']}) | {r['wall_s']:.1f} s | {r['rate']:.2f} | "
+                     f"{r['per_core']:.2f} | {_fmt_ms(1000 * r['p50'])} | {_fmt_ms(1000 * r['p95'])} | "
+                     f"{r['loads']} ({_fmt_ms(1000 * r['load_p50'])}) | {100 * r['load_share']:.0f}% | "
+                     f"{r['verdicts']} |")
+        w = r.get("whole_file")
+        if w:
+            lines.append(f"| {label}: whole-file, same checks | {r['checks']} | {w['wall_s']:.1f} s | "
+                         f"{w['rate']:.2f} | | {_fmt_ms(1000 * w['p50'])} | {_fmt_ms(1000 * w['p95'])} | "
+                         "every check | | (no integrity checks) |")
+    return "\n".join(lines)
+
+
+# -- verdicts that do not depend on load ------------------------------------------------------------
+
+
+class BusyLoops:
+    """``per_core`` busy-looping processes per core while inside (CPU oversubscription), killed on exit."""
+
+    def __init__(self, per_core: int = 2) -> None:
+        self.count = per_core * (os.cpu_count() or 1)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> BusyLoops:
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait()
+
+
+def fixed_checks(args: argparse.Namespace, notes: dict[str, Any]) -> list[tuple[Task, str, str]]:
+    """The fixed set: (task, attempt, kind) for honest, cheating, failing and close-to-the-timeout attempts.
+
+    Close to the timeout: the slowest honest check of each system, its task's ``timeout_s`` set to 1.5x
+    its idle wall time (measured here first), so that 2x contention on a wall-clock deadline decides it.
+    """
+    from dataclasses import replace
+
+    checks: list[tuple[Task, str, str]] = []
+    coq = [t for t in load_task_list(str(TINY_SUITE)) if t.system == "coq"]
+    dafny: list[Task] = []
+    with contextlib.suppress(ProofgymError):
+        dafny = [t for t in load_task_list("dafny-nl") if t.reference_proof][: args.load_tasks]
+    systems = [("coq", coq[: args.load_tasks]), ("dafny", dafny)]
+    if args.hol:
+        systems.append(("hol_light", HOL_LIGHT_TASKS))
+    for system, tasks in systems:
+        if not tasks:
+            notes.setdefault("skipped", []).append(f"load rows: no {system} tasks")
+            continue
+        slowest, slowest_s = tasks[0], 0.0
+        verifier = _load_verifier(system)
+        try:
+            for task in tasks:
+                ref, cheat, failing = grpo_attempts(task, 3)
+                checks += [(task, ref, "honest"), (task, cheat, "cheat"), (task, failing, "failing")]
+                verifier.check(task, ref)
+                t0 = time.perf_counter()
+                verifier.check(task, ref)
+                if time.perf_counter() - t0 > slowest_s:
+                    slowest, slowest_s = task, time.perf_counter() - t0
+        finally:
+            verifier.close()
+        near = replace(slowest, id=slowest.id + ".near_timeout", timeout_s=max(0.05, 1.5 * slowest_s))
+        checks.append((near, near.reference_proof, "near timeout"))
+        notes.setdefault("near_timeout_s", {})[system] = round(near.timeout_s, 3)
+    return checks
+
+
+def _load_verifier(system: str) -> Any:
+    # Coq: audits off (a sampled audit would make the two runs differ by the dice, not by the load).
+    return base.make_verifier(system, audit="never") if system == "coq" else base.make_verifier(system)
+
+
+def run_fixed(checks: list[tuple[Task, str, str]]) -> list[str]:
+    """The verdict of each check, on one warm verifier per system (its context loaded before it is timed)."""
+    verifiers: dict[str, Any] = {}
+    out = []
+    try:
+        for task, proof, _kind in checks:
+            verifier = verifiers.get(task.system) or verifiers.setdefault(task.system, _load_verifier(task.system))
+            out.append(verifier.check(task, proof).verdict.value)
+    finally:
+        for verifier in verifiers.values():
+            verifier.close()
+    return out
+
+
+def load_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """The fixed set of checks run idle and under 2x CPU oversubscription; the verdicts that differ."""
+    checks = fixed_checks(args, notes)
+    idle = run_fixed(checks)
+    with BusyLoops(2):
+        busy = run_fixed(checks)
+    rows: list[Row] = []
+    flips: list[str] = []
+    for system in sorted({t.system for t, _, _ in checks}):
+        idx = [i for i, (t, _, _) in enumerate(checks) if t.system == system]
+        decided = [i for i in idx if idle[i] in ("OK", "FAIL", "CHEATING") or busy[i] in ("OK", "FAIL", "CHEATING")]
+        differ = [i for i in decided if idle[i] != busy[i]]
+        flips += [f"{checks[i][0].id} ({checks[i][2]}): {idle[i]} -> {busy[i]}" for i in differ]
+        rows.append(Row(f"{system}: OK/FAIL/CHEATING verdicts that flip, idle / under 2x CPU oversubscription "
+                        f"({len(idx)} fixed checks: honest, cheats, failing, near the timeout)",
+                        f"{len(differ)} of {len(decided)}", "0", float(len(differ)), "0 flips", not differ))
+    notes["load_flips"] = flips or "none"
+    return rows
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 #: Goals for HOL Light's warm/cold row when no suite brings any (the plain base context).
@@ -343,6 +683,43 @@ def build_rows(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
     return rows, notes
 
 
+def grpo_train_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """Real GRPO steps on the CPU config: reward seconds / step seconds (goal ≤ 10%) and completions per second.
+
+    configs/train/grpo_cpu.yaml as it is (its model, batch, completion length, verifier workers),
+    with the warm start, the curriculum and the evaluations off: only GRPO steps are timed.
+    Reward seconds are the reward function's own wall time per batch (``verifier/batch_seconds``,
+    the pool checking every completion); step seconds are TRL's ``step_time`` (generation,
+    rewards, forward and backward). ``--train-steps`` steps; the first includes warm-up.
+    """
+    from proofgym.training.common import parse_config
+    from proofgym.training.grpo import train_grpo
+    from proofgym.training.grpo_config import ProofGRPOConfig
+
+    config = ROOT / "configs" / "train" / "grpo_cpu.yaml"
+    with tempfile.TemporaryDirectory(prefix="proofgym-bench-grpo-") as tmp:
+        cfg = parse_config(ProofGRPOConfig, [
+            "--config", str(config), "--output_dir", tmp, "--report_to", "none", "--max_steps", str(args.train_steps),
+            "--warm_start_sft_steps", "0", "--curriculum", "false", "--checkpoint_eval_on_start", "false",
+            "--checkpoint_eval_at_end", "false", "--log_completions", "false", "--suite", args.grpo_suite])
+        result = train_grpo(cfg)
+    logged = [r for r in result.log_history if "reward" in r and "step_time" in r]
+    step_s = sum(r["step_time"] for r in logged)
+    reward_s = sum(r.get("verifier/batch_seconds", 0.0) for r in logged)
+    completions = len(logged) * cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps
+    notes["grpo_train"] = {"model": result.model, "steps": len(logged), "completions": completions,
+                           "completion_tokens": cfg.max_completion_length, "step_s": round(step_s, 1),
+                           "reward_s": round(reward_s, 2), "verdicts": dict(result.reward_totals),
+                           "per_step": [{k: r.get(k) for k in ("step", "step_time", "verifier/batch_seconds", "reward")}
+                                        for r in logged]}
+    share = reward_s / step_s if step_s else float("nan")
+    what = f"{result.model}, {cfg.per_device_train_batch_size} completions x {cfg.max_completion_length} tokens"
+    return [Row(f"GRPO on the CPU config ({what}): reward seconds / step seconds, {len(logged)} steps",
+                f"{reward_s:.1f} s", f"{step_s:.1f} s", share, "≤ 0.10", share <= 0.10),
+            Row(f"GRPO on the CPU config ({what}): completions per second of step time",
+                f"{completions} completions", f"{step_s:.1f} s", completions / step_s if step_s else float("nan"))]
+
+
 def render(rows: list[Row]) -> str:
     lines = ["| measure (A / B) | A | B | A / B | goal | met |", "|---|---:|---:|---:|---|---|"]
     for row in rows:
@@ -393,14 +770,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-tasks", type=int, default=2, help="Dafny tasks for the warm/cold row (default 2)")
     parser.add_argument("--other-reps", type=int, default=1,
                         help="cold starts per Dafny / HOL Light task (default 1; HOL Light's takes minutes)")
+    parser.add_argument("--rows", nargs="+", choices=("core", "grpo", "load", "train"), default=["core", "grpo"],
+                        help="which rows: core (warm/cold, env.step, throughput, recovery), grpo (the GRPO-shaped "
+                             "real workload), load (verdicts idle vs 2x CPU oversubscription), train (real GRPO "
+                             "steps on configs/train/grpo_cpu.yaml: the reward's share of step time, completions/s; "
+                             "minutes: a model generates); default core grpo")
+    parser.add_argument("--train-steps", type=int, default=3, help="GRPO steps of the train rows (default 3)")
+    parser.add_argument("--grpo-suite", default="coq-stdlib", help="Coq suite of the GRPO batch (default coq-stdlib)")
+    parser.add_argument("--grpo-batch", type=int, default=32, help="prompts per GRPO batch, B (default 32)")
+    parser.add_argument("--grpo-group", type=int, default=8, help="attempts per prompt, G (default 8)")
+    parser.add_argument("--hol", action="store_true",
+                        help="also the GRPO batch on HOL Light (opt-in: its server loads for 2-5 min first)")
+    parser.add_argument("--hol-suite", default="", help="HOL Light suite for --hol (default: goals built in here)")
+    parser.add_argument("--load-tasks", type=int, default=4,
+                        help="tasks per system in the load rows (Coq: the tiny suite; Dafny: dafny-nl; default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the GRPO batch's draw (default 0)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes to try it: GRPO 8 x 4, 40 checks per worker, 1 rep, 2 throughput runs")
     parser.add_argument("--write", help="write the table, the command and the machine to this Markdown file")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.grpo_batch, args.grpo_group = min(args.grpo_batch, 8), min(args.grpo_group, 4)
+        args.checks, args.reps, args.step_reps, args.step_budget_s = min(args.checks, 40), 1, 50, 5.0
     if shutil.which("coqc") is None:
         print("bench: coqc not found: run `make setup`", file=sys.stderr)
         return 2
     started = time.monotonic()
-    rows, notes = build_rows(args)
+    load_start = os.getloadavg()
+    rows, notes = build_rows(args) if "core" in args.rows else ([], {})
+    if "grpo" in args.rows:
+        rows += grpo_rows(args, notes)
+    if "train" in args.rows:
+        rows += grpo_train_rows(args, notes)
+    if "load" in args.rows:
+        rows += load_rows(args, notes)
     table = render(rows)
+    if notes.get("grpo"):
+        table += "\n\nGRPO-shaped batches (latency: the checks that ran, a verdict-cache answer is not one; load "\
+                 "share: seconds loading contexts / seconds of those checks):\n\n" + grpo_table(notes["grpo"])
     print(table)
     for key, value in notes.items():
         print(f"{key}: {value}")
@@ -410,12 +817,14 @@ def main(argv: list[str] | None = None) -> int:
             BEGIN,
             f"Command: `{command.strip()}` ({dt.date.today().isoformat()}, {time.monotonic() - started:.0f} s).",
             "",
-            f"Machine: {machine()}.",
+            f"Machine: {machine()}; load average at the start {load_start[0]:.1f}/{load_start[1]:.1f}/"
+            f"{load_start[2]:.1f}. The machine is shared: other jobs ran beside this one, so wall-clock "
+            "numbers are upper bounds and the ratios (measured side by side in this run) are what to read.",
             "",
             table,
             "",
-            f"P1 tasks (warm ms each): {notes['warm_ms_per_task']}. Peak processes per run (workers + sandboxed "
-            f"provers): {notes['processes_peak']}. Recovery: {notes['recovery']}."
+            (f"P1 tasks (warm ms each): {notes['warm_ms_per_task']}. Peak processes per run (workers + sandboxed "
+             f"provers): {notes['processes_peak']}. Recovery: {notes['recovery']}." if "core" in args.rows else "")
             + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else ""),
             END,
         ])

@@ -39,17 +39,6 @@ from transformers import TrainerCallback
 from proofgym.envs.errors import ProofgymError
 
 
-def active_wandb(report_to: Any) -> Any:
-    """The ``wandb`` module when this run reports to W&B and a run is active; else ``None``."""
-    if "wandb" not in (report_to or []):
-        return None
-    try:
-        import wandb
-    except ImportError:
-        return None
-    return wandb if wandb.run is not None else None
-
-
 def announce(message: str) -> None:
     """A progress line on stderr, ``[proofgym] ...``."""
     print(f"[proofgym] {message}", file=sys.stderr, flush=True)
@@ -161,14 +150,9 @@ class CheckpointEvalCallback(TrainerCallback):
         return record
 
     def _log_wandb(self, step: int, metrics: dict[str, float]) -> None:
-        wandb = active_wandb(self._report_to)
-        if wandb is None:
-            return
-        k = self.options["k"]
-        rows = [[r["step"], cat, s.get("pass@1", 0.0), s.get(f"pass@{k}", 0.0), s.get("n", 0)]
-                for r in self.history if "per_category" in r for cat, s in r["per_category"].items()]
-        table = wandb.Table(columns=["step", "category", "pass@1", f"pass@{k}", "tasks"], data=rows)
-        wandb.log({**metrics, "heldout/pass_at_k": table, "train/global_step": step})
+        from proofgym.training.logging import log_heldout
+
+        log_heldout(self._report_to, step, metrics, self.history, self.options["k"])
 
 
 class MetricsPrinter(TrainerCallback):
@@ -336,20 +320,11 @@ class TaskPassRateCallback(TrainerCallback):
         if not state.is_world_process_zero or not self.rows:
             return
         self.plot_path = self.plot(Path(args.output_dir) / "task_pass_rates.png")
-        wandb = active_wandb(args.report_to or [])
-        if wandb is None:
-            return
-        table = wandb.Table(columns=self.COLUMNS, data=[[r[c] for c in self.COLUMNS] for r in self.rows])
-        logged: dict[str, Any] = {"task_pass_rate": table}
+        from proofgym.training.logging import log_task_pass_rates
+
         steps, series = self.series("training")
-        if steps:
-            keys = list(series)
-            logged["charts/task_pass_rate"] = wandb.plot.line_series(
-                xs=steps, ys=[series[k] for k in keys], keys=keys, title="training pass rate per task",
-                xname="step")
-        if self.plot_path is not None:
-            logged["charts/task_pass_rate_image"] = wandb.Image(str(self.plot_path))
-        wandb.log(logged)
+        log_task_pass_rates(args.report_to, self.COLUMNS, [[r[c] for c in self.COLUMNS] for r in self.rows],
+                            steps, series, self.plot_path)
 
     def series(self, source: str) -> tuple[list[int], dict[str, list[float]]]:
         """Steps and, per task (the most sampled ``max_plot_tasks``), its pass rate at each step.

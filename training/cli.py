@@ -1,7 +1,9 @@
 """``proofgym train sft|grpo|expert-iteration``: run a training config, with one-line errors and a summary at the end.
 
 Exit codes follow ``proofgym``'s: 0 done, 2 bad input (config, model, suite, split),
-3 a verifier that cannot run, 130 interrupted (a checkpoint was saved).
+3 a verifier that cannot run, 130 interrupted (a checkpoint was saved). The work is in
+:mod:`proofgym.training.runner`; this module only picks the algorithm (imported lazily, so
+``--help`` answers without importing TRL or torch).
 """
 
 from __future__ import annotations
@@ -9,82 +11,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-ALGOS = ("sft", "grpo", "expert-iteration")
+from proofgym.training.runner import ALGOS, die, own_fields, print_help, print_result, run_main
 
-# (file, class) of each algorithm's config, most specific first; the fields proofgym adds to TRL's config.
-_OWN_FIELDS = {
-    "sft": [("sft_config.py", "ProofSFTConfig"), ("common.py", "ProofgymArguments")],
-    "grpo": [("grpo_config.py", "ProofGRPOConfig"), ("common.py", "ProofgymArguments")],
-    "expert-iteration": [("expert_iteration_config.py", "ProofExpertIterationConfig"),
-                         ("sft_config.py", "ProofSFTConfig"), ("common.py", "ProofgymArguments")],
-}
-_TRL_CONFIG = {"sft": "SFTConfig", "grpo": "GRPOConfig", "expert-iteration": "SFTConfig"}
-
-
-def _die(code: int, message: str) -> int:
-    print(f"proofgym: error: {message}", file=sys.stderr)
-    return code
-
-
-def own_fields(algo: str) -> list[tuple[str, str, str]]:
-    """``(name, default, help)`` of the fields proofgym adds to TRL's config for ``algo``, read from the
-    config modules' source: listing them imports neither torch nor TRL, so ``--help`` answers at once."""
-    import ast
-    from pathlib import Path
-
-    fields: dict[str, tuple[str, str, str]] = {}
-    for filename, cls in _OWN_FIELDS[algo]:
-        tree = ast.parse((Path(__file__).parent / filename).read_text(encoding="utf-8"))
-        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
-        for stmt in node.body:
-            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)) or stmt.value is None:
-                continue
-            name, default, help_text = stmt.target.id, ast.unparse(stmt.value), ""
-            if name.startswith("_") or "ClassVar" in ast.unparse(stmt.annotation):
-                continue
-            if isinstance(stmt.value, ast.Call) and getattr(stmt.value.func, "id", "") == "field":
-                for kw in stmt.value.keywords:
-                    if kw.arg == "default":
-                        default = ast.unparse(kw.value)
-                    elif kw.arg == "default_factory":
-                        default = ast.unparse(kw.value) + "()"
-                    elif kw.arg == "metadata" and isinstance(kw.value, ast.Dict):
-                        for key, value in zip(kw.value.keys, kw.value.values, strict=True):
-                            if isinstance(key, ast.Constant) and key.value == "help":
-                                help_text = ast.literal_eval(value)
-            fields.setdefault(name, (name, default, help_text))  # the most specific class's default wins
-    return sorted(fields.values())
-
-
-def print_help(algo: str) -> None:
-    """proofgym's own fields first, each with its help; then where TRL's are."""
-    import textwrap
-
-    print(f"usage: proofgym train {algo} [--config FILE.yaml] [--FIELD VALUE ...]\n\n"
-          f"A config is TRL's {_TRL_CONFIG[algo]} plus the proofgym fields below; YAML in configs/train/ sets them,\n"
-          f"flags override the file. Examples:\n"
-          f"  proofgym train {algo} --config configs/train/{algo.replace('-', '_')}_cpu.yaml\n"
-          f"  proofgym train {algo} --config configs/train/{algo.replace('-', '_')}_cpu.yaml --max_steps 20 "
-          f"--report_to none\n\nproofgym's fields:")
-    for name, default, help_text in own_fields(algo):
-        print(f"  --{name} (default {default})")
-        for line in textwrap.wrap(help_text, 96):
-            print(f"      {line}")
-    print(f"\nTRL's {_TRL_CONFIG[algo]} fields (learning_rate, max_steps, per_device_train_batch_size, "
-          f"gradient_accumulation_steps, bf16, report_to, ...) are taken as they are: "
-          f"`proofgym train {algo} --help-all` lists all of them with TRL's help (slow: it imports TRL).")
+__all__ = ["ALGOS", "main", "own_fields", "print_help", "print_result", "run"]
 
 
 def run(algo: str, argv: Sequence[str]) -> int:
     """Parse ``argv`` (``--config FILE.yaml`` and ``--field value`` flags) and train; the exit code."""
-    from proofgym.envs.errors import DependencyNotInstalled, ProofgymError, VerifierError
-
     if algo not in ALGOS:
-        return _die(2, f"unknown training algorithm {algo!r}; use {', '.join(ALGOS)}")
+        return die(2, f"unknown training algorithm {algo!r}; use {', '.join(ALGOS)}")
     if any(a in ("-h", "--help") for a in argv):
         print_help(algo)
         return 0
-    argv = ["--help" if a == "--help-all" else a for a in argv]
     try:
         if algo == "sft":
             from proofgym.training.sft import main
@@ -93,39 +31,8 @@ def run(algo: str, argv: Sequence[str]) -> int:
         else:
             from proofgym.training.grpo import main
     except ImportError as exc:
-        return _die(2, f"training needs the train extra: pip install 'proofgym[train]' ({exc})")
-    try:
-        result = main(list(argv))
-    except KeyboardInterrupt:
-        return 130
-    except DependencyNotInstalled as exc:
-        return _die(2, str(exc))
-    except VerifierError as exc:
-        return _die(3, f"{exc} (run `proofgym doctor`)")
-    except ProofgymError as exc:
-        return _die(2, str(exc))
-    print_result(result)
-    return 130 if result.interrupted else 0
-
-
-def print_result(result) -> None:  # noqa: ANN001 - TrainResult, imported lazily
-    """Where the run went, its last logged metrics, and the checkpoint evaluations."""
-    print(f"run {result.run_name}: {result.global_step} steps{' (interrupted)' if result.interrupted else ''}")
-    print(f"final model: {result.final_checkpoint}  (proofgym eval --agent local --model {result.final_checkpoint})")
-    for row in result.log_history:
-        if "expert_iteration/round" in row:
-            print(f"  round {row['expert_iteration/round']}: pass rate {100 * row['expert_iteration/pass_rate']:.1f}%, "
-                  f"{row['expert_iteration/solved_tasks']} task(s) solved, {row['expert_iteration/kept_proofs']} new "
-                  f"verified proof(s), fine-tuned on {row['expert_iteration/train_proofs']}")
-    for record in result.checkpoint_evals:
-        if "per_category" not in record:
-            print(f"  step {record['step']}: evaluation failed: {record.get('error')}")
-            continue
-        cats = ", ".join(f"{cat} {100 * stats.get('pass@1', 0.0):.1f}% of {stats.get('n', 0)}"
-                         for cat, stats in record["per_category"].items())
-        print(f"  held-out pass@1 at step {record['step']}: {cats}")
-    if result.wandb_dir:
-        print(f"W&B run: {result.wandb_dir}  (upload with: wandb sync {result.wandb_dir})")
+        return die(2, f"training needs the train extra: pip install 'proofgym[train]' ({exc})")
+    return run_main(algo, main, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""What SFT and GRPO share: proofgym's config fields, config loading, models, checks, W&B, the pool.
+"""What SFT and GRPO share: proofgym's config fields, config loading, models, checks, the pool, the run.
 
 - :class:`ProofgymArguments` holds the fields both ``*_config.py`` dataclasses add to TRL's
   (the suite and its split, the model, the verifier pool, checkpoint evaluation, W&B);
@@ -10,11 +10,12 @@
   that is available);
 - :func:`prepare_run` runs every check that can fail *before* training starts (model,
   suite and split, verifier installed) and returns what a trainer needs.
+
+W&B is in :mod:`proofgym.training.logging` (all of it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -399,34 +400,6 @@ def make_pool(cfg: Any) -> Any:
     return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs, **extra)
 
 
-# -- W&B --------------------------------------------------------------------------------------------
-def setup_wandb(cfg: Any) -> None:
-    """Environment for transformers' W&B callback: project, mode (offline unless configured), and the W&B
-    dir, ``<output_dir>/wandb`` (the W&B callback reads these when training starts)."""
-    if "wandb" not in (cfg.report_to or []):
-        return
-    require("wandb", "train")
-    from proofgym.training.logging import wandb_mode
-
-    os.environ["WANDB_PROJECT"] = cfg.wandb_project
-    os.environ["WANDB_MODE"] = wandb_mode(cfg.wandb_mode)
-    os.environ["WANDB_DIR"] = str(Path(cfg.output_dir).resolve())  # each run's W&B files live in its output dir
-    Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("WANDB_SILENT", "true")
-
-
-def log_checkpoint_artifact(path: str | Path, name: str) -> bool:
-    """Upload the final checkpoint as a W&B model artifact (online runs only). True when logged."""
-    import wandb
-
-    if wandb.run is None or wandb.run.settings.mode != "online":  # offline: `wandb sync` uploads the run, not this
-        return False
-    artifact = wandb.Artifact(re.sub(r"[^\w.-]+", "-", name)[:120], type="model")
-    artifact.add_dir(str(path))
-    wandb.run.log_artifact(artifact)
-    return True
-
-
 @dataclass
 class TrainResult:
     """What a training run left: where, how far, the final checkpoint, and the checkpoint evaluations."""
@@ -485,6 +458,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     ``<output_dir>/checkpoint-<step>-interrupted`` and :class:`KeyboardInterrupt` propagates.
     """
     from proofgym.training.callbacks import announce
+    from proofgym.training.logging import finish_training_run, finish_wandb
 
     output_dir = Path(cfg.output_dir)
     if interrupt is not None:
@@ -508,16 +482,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
                f"model in {final}")
     elif evaluator is not None and cfg.checkpoint_eval_at_end and trainer.is_world_process_zero():
         evaluator.evaluate_checkpoint(final, step)
-    wandb_dir = None
-    if "wandb" in (cfg.report_to or []):
-        import wandb
-
-        if wandb.run is not None:
-            wandb_dir = Path(wandb.run.dir).parent
-            if reward is not None:
-                wandb.run.summary.update({f"reward_totals/{k}": v for k, v in reward.totals.items()})
-            log_checkpoint_artifact(final, f"{cfg.run_name}-model")
-        finish_wandb()
+    wandb_dir = finish_training_run(cfg, final, totals=dict(reward.totals) if reward is not None else None)
     result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step, interrupted=interrupted,
                          run_name=cfg.run_name, model=model_name, log_history=list(trainer.state.log_history),
                          checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
@@ -556,16 +521,3 @@ def save_final_model(trainer: Any, output_dir: Path, *, peft: bool) -> Path:
         trainer.processing_class.save_pretrained(final)
     trainer.accelerator.wait_for_everyone()
     return final
-
-
-def finish_wandb() -> None:
-    """Finish this process's W&B run, if any, and tear W&B down (so that a next run gets its own W&B dir)."""
-    try:
-        import wandb
-    except ImportError:
-        return
-    if wandb.run is not None:
-        wandb.finish()
-    # W&B reads WANDB_DIR once per process; tear down so a next run in this process (SFT then GRPO) gets its own.
-    with contextlib.suppress(Exception):
-        wandb.teardown()

@@ -38,16 +38,14 @@ from proofgym.envs.types import Task
 from proofgym.training.common import (
     TrainResult,
     checkpoint_evaluator,
-    finish_wandb,
     load_model,
-    log_checkpoint_artifact,
     make_pool,
     parse_config,
     peft_config,
     prepare_run,
-    setup_wandb,
 )
 from proofgym.training.expert_iteration_config import ProofExpertIterationConfig
+from proofgym.training.logging import finish_training_run, log_metrics, setup_wandb
 from proofgym.training.sampling import Sample, pass_counts
 
 
@@ -172,7 +170,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
             history.append(metrics)
             with rounds_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(metrics) + "\n")
-            _log_wandb(cfg, metrics)
+            log_metrics(cfg, metrics)
             if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not interrupt.requested:
                 evaluator.evaluate_checkpoint(save_model(model, tokenizer, round_dir / "model"), round_)
             if interrupt.requested:
@@ -187,14 +185,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     save_model(model, tokenizer, final)
     if evaluator is not None and cfg.checkpoint_eval_at_end and not interrupt.requested:
         evaluator.evaluate_checkpoint(final, len(history))
-    wandb_dir = None
-    if "wandb" in (cfg.report_to or []):
-        import wandb
-
-        if wandb.run is not None:
-            wandb_dir = Path(wandb.run.dir).parent
-            log_checkpoint_artifact(final, f"{cfg.run_name}-model")
-        finish_wandb()
+    wandb_dir = finish_training_run(cfg, final)
     result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step,
                          interrupted=interrupt.requested, run_name=cfg.run_name, model=prepared.model.name,
                          log_history=history, checkpoint_evals=list(evaluator.history) if evaluator else [],
@@ -204,21 +195,11 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     return result
 
 
-def _log_wandb(cfg: ProofExpertIterationConfig, metrics: dict[str, Any]) -> None:
-    if "wandb" not in (cfg.report_to or []):
-        return
-    import wandb
-
-    if wandb.run is None:  # no round fine-tuned yet, so no Trainer started the run
-        wandb.init(project=cfg.wandb_project, name=cfg.run_name, config=cfg.to_dict(), dir=cfg.output_dir)
-    wandb.log({k: v for k, v in metrics.items() if v is not None})
-
-
 def main(argv: Sequence[str] | None = None) -> TrainResult:
     return train_expert_iteration(parse_config(ProofExpertIterationConfig, argv))
 
 
 if __name__ == "__main__":  # pragma: no cover - `accelerate launch -m proofgym.training.expert_iteration`
-    from proofgym.training.cli import run
+    from proofgym.training.runner import run_main
 
-    sys.exit(run("expert-iteration", sys.argv[1:]))
+    sys.exit(run_main("expert-iteration", main, sys.argv[1:]))

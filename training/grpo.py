@@ -32,10 +32,10 @@ from proofgym.training.common import (
     peft_config,
     prepare_run,
     run_trainer,
-    setup_wandb,
 )
 from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.grpo_config import ProofGRPOConfig
+from proofgym.training.logging import setup_wandb
 
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
@@ -180,6 +180,6 @@ def main(argv: Sequence[str] | None = None) -> TrainResult:
 
 
 if __name__ == "__main__":  # pragma: no cover - `accelerate launch -m proofgym.training.grpo`
-    from proofgym.training.cli import run
+    from proofgym.training.runner import run_main
 
-    sys.exit(run("grpo", sys.argv[1:]))
+    sys.exit(run_main("grpo", main, sys.argv[1:]))

@@ -1,8 +1,13 @@
-"""Weights & Biases logging for evaluation runs, and a reader for offline run files.
+"""All of proofgym's Weights & Biases code: evaluation runs, training runs, and a reader for offline run files.
 
 Runs are offline unless W&B is configured: the mode is ``WANDB_MODE`` when set,
 else ``online`` when ``WANDB_API_KEY`` is set, else ``offline`` (the run is
 written under the eval run dir and can be uploaded later with ``wandb sync``).
+
+Training runs: :func:`setup_wandb` points transformers' W&B callback at ``<output_dir>`` (project,
+mode); the callbacks log through :func:`log_heldout` (checkpoint evaluations) and
+:func:`log_task_pass_rates`; :func:`log_metrics` logs expert iteration's rounds;
+:func:`finish_training_run` adds the reward totals and the model artifact and finishes the run.
 
 What an evaluation logs (CleanRL-style run identity, namespaced metrics):
 
@@ -16,10 +21,12 @@ What an evaluation logs (CleanRL-style run identity, namespaced metrics):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +111,114 @@ def attempt_rows(rows: Iterable[Mapping[str, Any]]) -> Iterator[list[Any]]:
                    attempt.get("proof", ""), attempt.get("verdict"), "; ".join(attempt.get("reasons", [])),
                    attempt.get("error_category", ""), round(float(attempt.get("wall_s", 0.0)), 4),
                    int(attempt.get("prompt_tokens", 0) or 0), int(attempt.get("completion_tokens", 0) or 0)]
+
+
+# -- training runs ----------------------------------------------------------------------------------
+def active_wandb(report_to: Any) -> Any:
+    """The ``wandb`` module when this run reports to W&B and a run is active; else ``None``."""
+    if "wandb" not in (report_to or []):
+        return None
+    try:
+        import wandb
+    except ImportError:
+        return None
+    return wandb if wandb.run is not None else None
+
+
+def setup_wandb(cfg: Any) -> None:
+    """Environment for transformers' W&B callback: project, mode (offline unless configured), and the W&B
+    dir, ``<output_dir>/wandb`` (the W&B callback reads these when training starts)."""
+    if "wandb" not in (cfg.report_to or []):
+        return
+    require("wandb", "train")
+    os.environ["WANDB_PROJECT"] = cfg.wandb_project
+    os.environ["WANDB_MODE"] = wandb_mode(cfg.wandb_mode)
+    os.environ["WANDB_DIR"] = str(Path(cfg.output_dir).resolve())  # each run's W&B files live in its output dir
+    Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def log_checkpoint_artifact(path: str | Path, name: str) -> bool:
+    """Upload the final checkpoint as a W&B model artifact (online runs only). True when logged."""
+    import wandb
+
+    if wandb.run is None or wandb.run.settings.mode != "online":  # offline: `wandb sync` uploads the run, not this
+        return False
+    artifact = wandb.Artifact(re.sub(r"[^\w.-]+", "-", name)[:120], type="model")
+    artifact.add_dir(str(path))
+    wandb.run.log_artifact(artifact)
+    return True
+
+
+def finish_training_run(cfg: Any, final: str | Path, totals: Mapping[str, int] | None = None) -> Path | None:
+    """End a training run's W&B run: reward totals into its summary, the final model as an artifact (online
+    runs), finish. Returns the W&B run folder (``None`` when the run did not report to W&B)."""
+    if "wandb" not in (cfg.report_to or []):
+        return None
+    import wandb
+
+    run_dir = None
+    if wandb.run is not None:
+        run_dir = Path(wandb.run.dir).parent
+        if totals:
+            wandb.run.summary.update({f"reward_totals/{k}": v for k, v in totals.items()})
+        log_checkpoint_artifact(final, f"{cfg.run_name}-model")
+    finish_wandb()
+    return run_dir
+
+
+def log_metrics(cfg: Any, metrics: Mapping[str, Any]) -> None:
+    """Log ``metrics`` (``None`` values left out) to the run's W&B run, starting it when no Trainer has yet
+    (expert iteration's first round may sample before any fine-tuning)."""
+    if "wandb" not in (cfg.report_to or []):
+        return
+    import wandb
+
+    if wandb.run is None:
+        wandb.init(project=cfg.wandb_project, name=cfg.run_name, config=cfg.to_dict(), dir=cfg.output_dir)
+    wandb.log({k: v for k, v in metrics.items() if v is not None})
+
+
+def log_heldout(report_to: Any, step: int, metrics: Mapping[str, float], history: Sequence[Mapping[str, Any]],
+                k: int) -> None:
+    """A checkpoint evaluation into the training's W&B run: its metrics and the pass@k table of every one so far."""
+    wandb = active_wandb(report_to)
+    if wandb is None:
+        return
+    rows = [[r["step"], cat, s.get("pass@1", 0.0), s.get(f"pass@{k}", 0.0), s.get("n", 0)]
+            for r in history if "per_category" in r for cat, s in r["per_category"].items()]
+    table = wandb.Table(columns=["step", "category", "pass@1", f"pass@{k}", "tasks"], data=rows)
+    wandb.log({**metrics, "heldout/pass_at_k": table, "train/global_step": step})
+
+
+def log_task_pass_rates(report_to: Any, columns: Sequence[str], rows: Sequence[Sequence[Any]], steps: Sequence[int],
+                        series: Mapping[str, Sequence[float]], plot_path: Path | None) -> None:
+    """Each task's pass rate over training: a table, a line plot per task, and the PNG, when the run has W&B."""
+    wandb = active_wandb(report_to)
+    if wandb is None:
+        return
+    logged: dict[str, Any] = {"task_pass_rate": wandb.Table(columns=list(columns), data=[list(r) for r in rows])}
+    if steps:
+        keys = list(series)
+        logged["charts/task_pass_rate"] = wandb.plot.line_series(
+            xs=list(steps), ys=[list(series[k]) for k in keys], keys=keys, title="training pass rate per task",
+            xname="step")
+    if plot_path is not None:
+        logged["charts/task_pass_rate_image"] = wandb.Image(str(plot_path))
+    wandb.log(logged)
+
+
+def finish_wandb() -> None:
+    """Finish this process's W&B run, if any, and tear W&B down (so that a next run gets its own W&B dir)."""
+    try:
+        import wandb
+    except ImportError:
+        return
+    if wandb.run is not None:
+        wandb.finish()
+    # W&B reads WANDB_DIR once per process; tear down so a next run in this process (SFT then GRPO) gets its own.
+    with contextlib.suppress(Exception):
+        wandb.teardown()
 
 
 # -- reading an offline run back ------------------------------------------------------------------

@@ -23,9 +23,9 @@ from proofgym.training.common import (
     peft_config,
     prepare_run,
     run_trainer,
-    setup_wandb,
 )
 from proofgym.training.distributed import fix_reentrant_checkpointing
+from proofgym.training.logging import setup_wandb
 from proofgym.training.sft_config import ProofSFTConfig
 
 
@@ -56,6 +56,6 @@ def main(argv: Sequence[str] | None = None) -> TrainResult:
 
 
 if __name__ == "__main__":  # pragma: no cover - `accelerate launch -m proofgym.training.sft`
-    from proofgym.training.cli import run
+    from proofgym.training.runner import run_main
 
-    sys.exit(run("sft", sys.argv[1:]))
+    sys.exit(run_main("sft", main, sys.argv[1:]))
