@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export PROOFGYM_CACHE ?= $(CURDIR)/.cache/proofgym
 WORKERS ?= 2
 
-.PHONY: setup suite eval test test-fast bench lint clean
+.PHONY: setup suite eval test test-fast test-slow bench lint clean
 
 setup: $(BIN)/proofgym
 $(BIN)/proofgym: pyproject.toml scripts/setup.sh
@@ -23,12 +23,18 @@ TRAIN_CONFIG ?= configs/train/grpo_cpu.yaml
 eval: suite
 	$(BIN)/python scripts/main_job.py --config $(TRAIN_CONFIG) --verifier_workers $(WORKERS)
 
-## all tiers that run on this machine (fast + real provers)
+## the fast tier and the real provers (about 15 minutes on a quiet 2-core machine); the 15 slowest tests at the end
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "not slow" tests
 
+## no prover: a minute or two
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not prover and not slow" tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not prover and not slow" tests
+
+## the slow tier, by hand (about 17 minutes): TRL and model serving on a tiny model, and the HOL Light tests
+## that pay a second two-minute load (a root killed mid-check, a fresh CLI process, a pool worker's start-up)
+test-slow: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m slow tests
 
 bench: setup
 	$(BIN)/python scripts/bench_verifiers.py

@@ -1,13 +1,30 @@
-"""Shared fixtures. Tiers: fast (no prover), ``prover`` (real coqc/coqidetop), ``slow``."""
+"""Shared fixtures. Tiers: fast (no prover), ``prover`` (real provers), ``slow`` (outside ``make test``).
+
+Warm provers are started once per run and shared where a test does not need a fresh one: HOL Light's
+server (``hol``; about two minutes to load), the Dafny verifier (``tests/test_dafny_common.py``). Whatever a
+test run starts, it stops: after the run, a prover process still below pytest fails the run
+(issue 16: three DafnyServer processes outlived their tests by 40 minutes).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+#: Command names (``/proc/<pid>/comm``) of the processes the verifiers start.
+PROVER_COMMANDS = ("coqidetop", "coqidetop.opt", "coqtop", "coqc", "coqchk", "ocaml", "ocamlrun", "mono", "z3",
+                   "bwrap", "dafny", "DafnyServer")
+
+_SESSION_OWNED: list[Any] = []
 
 
 def have_coq() -> bool:
@@ -15,6 +32,61 @@ def have_coq() -> bool:
 
 
 requires_coq = pytest.mark.skipif(not have_coq(), reason="Coq is not installed: run `make setup` (apt-get install coq)")
+
+
+def close_at_session_end(owner: Any) -> Any:
+    """Register a verifier that a test module shares run-wide (no fixture holds it); closed when the run ends,
+    before the leftover-process check. Returns ``owner``."""
+    _SESSION_OWNED.append(owner)
+    return owner
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_session_owned() -> Iterator[None]:
+    yield
+    # The repository root is a package, so pytest imports this file as ``main.tests.conftest`` while test
+    # modules import ``tests.conftest``: two module objects, two registries. Close what either holds.
+    copies = {id(m): m for name, m in list(sys.modules.items()) if name.split(".")[-2:] == ["tests", "conftest"]}
+    for module in copies.values():
+        owned = getattr(module, "_SESSION_OWNED", [])
+        while owned:
+            owned.pop().close()
+
+
+def prover_processes_below(pid: int) -> list[str]:
+    """``pid comm`` of every live prover process below ``pid`` (zombies left out: they hold no prover)."""
+    from proofgym.envs.verifiers.procfs import descendants
+
+    found = []
+    for child in descendants(pid, zombies=False):
+        try:
+            comm = Path(f"/proc/{child}/comm").read_text().strip()
+        except OSError:
+            continue  # it exited while we looked
+        if comm.startswith(PROVER_COMMANDS):
+            found.append(f"{child} {comm}")
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a prover process outlives it: every verifier a test opened must be closed by then.
+
+    The session's fixtures are torn down before this hook. A process killed by ``close()`` may need a moment
+    to be reaped, so the check waits (up to 20 s) for the list to empty; it never passes a process that stays.
+    """
+    deadline = time.monotonic() + 20.0
+    left = prover_processes_below(os.getpid())
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = prover_processes_below(os.getpid())
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = ("prover processes are still running after the tests (a verifier was not closed: use it as a "
+                   "context manager, a fixture, or tests.conftest.close_at_session_end): " + ", ".join(left))
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +108,9 @@ def coq_verifier():
 def hol():
     """ONE warm HOL Light verifier for the whole run (Debian's HOL Light takes about two minutes to load).
 
-    Shared by tests/test_hol_light.py and tests/test_hol_tactic.py; tests/test_hol_sandbox.py makes its own
-    (other limits, hostile contexts).
+    Shared by every HOL Light test file (test_hol_light, test_hol_sandbox, test_hol_tactic, test_hol_trust,
+    test_slips). A module that needs other settings changes ``hol.config`` for its own tests and restores it
+    (test_hol_sandbox: a short context deadline); a test that must kill the server is in the slow tier.
     """
     from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_installed
 

@@ -1,17 +1,19 @@
 """Shared pieces of the Dafny test files: one warm verifier per test process, task builders.
 
 Every Dafny test module asks :func:`dafny_verifier` for the verifier instead of starting its own,
-so the whole Dafny tier pays for one DafnyServer start (STYLE: keep the prover tier modest).
+so the whole Dafny tier pays for one DafnyServer start (STYLE: keep the prover tier modest): one
+verifier serves both audit settings, and it is closed when the run ends (tests/conftest.py), not at
+interpreter exit.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 
 import pytest
 
 from proofgym.envs.types import Task
+from tests.conftest import close_at_session_end
 
 NO_DAFNY = "Dafny 2.3 is not installed: apt-get install dafny z3 && pip install z3-solver==4.8.5.0 (make setup)"
 
@@ -27,15 +29,33 @@ requires_dafny = pytest.mark.skipif(not have_dafny(), reason=NO_DAFNY)
 
 
 @functools.cache
-def dafny_verifier(audit: str = "never"):
-    """The process-wide verifier for ``audit`` ("never" or "always"), closed at exit."""
+def _shared_verifier():
     from proofgym.envs.verifiers.dafny import DafnyVerifier
 
+    return close_at_session_end(DafnyVerifier(audit="never"))
+
+
+class _AlwaysAudited:
+    """The shared verifier, auditing every OK (what ``DafnyVerifier(audit="always")`` does) on the same server."""
+
+    def __init__(self, verifier) -> None:
+        self._verifier = verifier
+
+    def check(self, task: Task, proof: str, *, audit: bool | None = None):
+        return self._verifier.check(task, proof, audit=True if audit is None else audit)
+
+    def __getattr__(self, name: str):
+        return getattr(self._verifier, name)
+
+
+def dafny_verifier(audit: str = "never"):
+    """The run-wide verifier, with ``audit`` ("never" or "always") as its default; closed when the run ends."""
+    if audit not in ("never", "always"):
+        raise ValueError(f"audit must be never or always, got {audit!r}")
     if not have_dafny():
         pytest.skip(NO_DAFNY)
-    verifier = DafnyVerifier(audit=audit)
-    atexit.register(verifier.close)
-    return verifier
+    verifier = _shared_verifier()
+    return verifier if audit == "never" else _AlwaysAudited(verifier)
 
 
 def dtask(tid: str, statement: str, *, context: str = "", reference: str = "", timeout_s: float = 30,

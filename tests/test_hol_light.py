@@ -1,8 +1,9 @@
 """Prover tier: the HOL Light fork server against real HOL Light.
 
-Every test here shares ONE warm server (the session fixture `hol` in conftest.py, also used by
-test_hol_tactic.py): Debian's HOL Light takes
-about two minutes to load, once per test run. Tests never assert on timings.
+Every test here shares ONE warm server (the session fixture `hol` in conftest.py, also used by the other
+HOL Light test files): Debian's HOL Light takes about two minutes to load, once per test run. The two
+tests that need a second load (a killed root, a fresh CLI process) are in the slow tier (`make test-slow`).
+Tests never assert on timings.
 """
 
 from __future__ import annotations
@@ -379,8 +380,49 @@ def test_whole_proof_env_on_hol_light(hol):
     assert info["verdict"] == "CHEATING" and reward < 0
 
 
+def test_cli_check_on_hol_light_on_the_warm_server(hol, tmp_path: Path, monkeypatch, capsys):
+    """`proofgym check TASK --proof P --json --strict` on HOL Light, run in-process on the session's server: the
+    CLI's task loading, verdict and exit code against the real prover (a fresh CLI process, which pays its own
+    HOL Light load, is the slow tier's test below)."""
+    import contextlib
+
+    from proofgym import cli
+    from proofgym.envs.verifiers import base
+
+    made: list[str] = []
+
+    def the_warm_server(system: str, **kwargs: object):
+        made.append(system)
+        return contextlib.nullcontext(hol)  # the CLI closes what make_verifier gives it: not the shared server
+
+    monkeypatch.setattr(base, "make_verifier", the_warm_server)
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"id": "demo.hol", "system": "hol_light", "context": "", "statement": "`1 + 1 = 2`",
+                                "reference_proof": "ARITH_TAC", "category": "generic", "timeout_s": 60}))
+    for proof, verdict, code in (("ACCEPT_TAC (Obj.magic TRUTH)", "CHEATING", cli.EXIT_NOT_OK),
+                                 ("ARITH_TAC", "OK", 0)):
+        (tmp_path / "proof.ml").write_text(proof)
+        assert cli.main(["check", str(task), "--proof", str(tmp_path / "proof.ml"), "--json", "--strict"]) == code
+        assert json.loads(capsys.readouterr().out)["verdict"] == verdict
+    assert made == ["hol_light", "hol_light"]
+
+
+def test_prepare_starts_the_tasks_base_and_refuses_an_unknown_one(hol):
+    """What the verifier pool runs before a check's deadline starts (tests/test_pool.py): the task's base server,
+    started once; an unknown base is a task error at once, not a start-up."""
+    from proofgym.envs.errors import TaskFormatError
+
+    starts = hol.stats["server_starts"]
+    hol.prepare(TRUE)
+    assert hol.stats["server_starts"] == starts and not hol.server("plain").dead
+    with pytest.raises(TaskFormatError, match="unknown HOL Light base"):
+        hol.prepare(replace(TRUE, metadata={"base": "no-such-base"}))
+    assert hol.stats["server_starts"] == starts
+
+
 @pytest.mark.slow
 def test_cli_check_on_hol_light(tmp_path: Path):
+    """Slow tier: a fresh `proofgym check` process loads HOL Light itself (about two minutes)."""
     task = tmp_path / "task.json"
     task.write_text(json.dumps({"id": "demo.hol", "system": "hol_light", "context": "", "statement": "`1 + 1 = 2`",
                                 "reference_proof": "ARITH_TAC", "category": "generic", "timeout_s": 60}))

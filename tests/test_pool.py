@@ -339,10 +339,15 @@ def test_a_slow_context_on_real_coq_times_out_at_the_pools_deadline():
 
 
 @pytest.mark.prover
+@pytest.mark.slow
 @pytest.mark.skipif(not hol_light_installed(), reason="HOL Light is not installed: run `make setup`")
 def test_a_hol_light_servers_start_up_is_outside_the_deadline():
     """The first HOL Light check of a worker starts its server (minutes: loading the base). The pool runs the
-    verifier's prepare() first, so even with no context allowance a 30 s check of a true goal is OK."""
+    verifier's prepare() first, so even with no context allowance a 30 s check of a true goal is OK.
+
+    Slow tier: the worker process loads HOL Light itself. In `make test`, the pool side is
+    test_a_provers_start_up_is_not_part_of_the_deadline above (a fake prepare that takes its time) and the verifier side
+    is tests/test_hol_light.py::test_prepare_starts_the_tasks_base_and_refuses_an_unknown_one."""
     task = Task("pool.hol", "hol_light", "", "`1 + 1 = 2`", "ARITH_TAC", timeout_s=30)
     with LocalVerifierPool(1, context_allowance_s=0.0, start_timeout_s=300) as p:
         result = p.submit(task, "ARITH_TAC").result(timeout=1800)

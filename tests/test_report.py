@@ -102,7 +102,8 @@ def test_the_pass_at_k_plot_keeps_its_title_and_legend(tmp_path, suite):
 
     run = _run(tmp_path, suite, "png", {"t0": "good", "*": "unknown_lemma"}, k=2)
     write_report([run])
-    width, height = Image.open(run / "report" / "pass_at_k.png").size
+    with Image.open(run / "report" / "pass_at_k.png") as image:  # closed: the run fails on a ResourceWarning
+        width, height = image.size
     # figsize 7.2 x 4.0 at dpi 110 is 792 x 440; with bbox_inches="tight" the legend outside the axes is
     # inside the image, not cut at its right edge (nor the title at its left)
     assert (width, height) != (792, 440)

@@ -62,6 +62,7 @@ def test_errors_are_json_in_the_providers_shape_and_keep_the_connection_usable(s
     assert status == 200 and body["choices"][0]["message"]["content"] == "echo: ok"
     conn.request("GET", "/v1/models")
     models = json.loads(conn.getresponse().read())
+    conn.close()
     assert [m["id"] for m in models["data"]] == ["m"]
 
 
@@ -73,6 +74,7 @@ def test_fail_first_answers_429_with_retry_after(server):
     status, body, headers = _post(conn, "/v1/chat/completions", payload)
     assert status == 429 and headers.get("Retry-After") == "0"
     assert _post(conn, "/v1/chat/completions", payload)[0] == 200
+    conn.close()
 
 
 def test_anthropic_messages_shape(server):
@@ -106,6 +108,7 @@ def test_api_key_is_compared_in_constant_time(server, monkeypatch):
         assert status == 401 and body["error"]["type"] == "authentication_error"
     assert len(compared) == 2
     assert _post(conn, "/v1/chat/completions", payload, {"Authorization": "Bearer the-key"})[0] == 200
+    conn.close()
 
 
 def test_concurrent_requests_are_batched(server):
