@@ -101,8 +101,8 @@ def _step(env: WholeProofEnv, proof: str) -> tuple[CheckResult | None, str]:
     return info["result"], ""
 
 
-def _background(fn: Callable[[], Any]) -> Future:
-    """Run ``fn`` in a daemon thread (a hung model request must not keep the process alive on Ctrl-C)."""
+def _background(fn: Callable[[], Any], name: str = "proofgym-generate") -> Future:
+    """Run ``fn`` in a daemon thread (a hung model request or check must not keep the process alive on Ctrl-C)."""
     future: Future = Future()
 
     def target() -> None:
@@ -113,7 +113,7 @@ def _background(fn: Callable[[], Any]) -> Future:
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting loop
             future.set_exception(exc)
 
-    threading.Thread(target=target, name="proofgym-generate", daemon=True).start()
+    threading.Thread(target=target, name=name, daemon=True).start()
     return future
 
 
@@ -241,6 +241,7 @@ def run_eval(
                 if on_result:
                     on_result(row)
                 bar.advance(row["verdict"], ok=row["verdict"] == Verdict.OK.value)
+                ep.env.close()
 
             def next_step(ep: _Episode) -> None:
                 episode = ep.env.episode
@@ -271,7 +272,7 @@ def run_eval(
                         bar.activity(f"generating {len(batch)} replies")
                 while to_check and len(inflight) < limit:
                     ep, proof, gen, notes = to_check.popleft()
-                    fut = _background(lambda env=ep.env, proof=proof: _step(env, proof))
+                    fut = _background(lambda env=ep.env, proof=proof: _step(env, proof), name="proofgym-step")
                     inflight[fut] = (ep, proof, gen, notes)
                 if gen_future is None and not inflight and not to_check and not ready and exhausted:
                     break
@@ -288,6 +289,7 @@ def run_eval(
                         if gen.error is not None:
                             agent_failures += 1
                             bar.advance(f"agent failure: {gen.error[:60]}", ok=False)
+                            ep.env.close()  # dropped: no row, the next run redoes it
                             continue
                         proof, notes = strategy.parse(ep.task, gen)
                         to_check.append((ep, proof, gen, notes))
@@ -300,6 +302,7 @@ def run_eval(
                     if checked is None:
                         harness_failures += 1
                         bar.advance(f"harness failure: {broke[:60]}", ok=False)
+                        ep.env.close()  # dropped: no row, the next run redoes it
                         continue
                     result = _result_row(ep.task, ep.sample, checked)
                     ep.attempts.append(Attempt(proof=proof, raw=gen.text, result=result, generation=gen.info(),
