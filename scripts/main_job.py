@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -119,7 +120,7 @@ def _ci(d: Mapping[str, float]) -> str:
     return f"[{_pct(d['lo'])}, {_pct(d['hi'])}]" if d.get("tasks") else ""
 
 
-def write_summary(result: Any, cfg: Any, timings: dict[str, float], report: Path | None) -> Path:
+def write_summary(result: Any, cfg: Any, timings: dict[str, Any], report: Path | None) -> Path:
     """``<output_dir>/MAIN_JOB.md`` and ``main_job.json``: what the run did and what it changed."""
     k = cfg.checkpoint_eval_k
     evals = [r for r in result.checkpoint_evals if "run_dir" in r]
@@ -175,8 +176,16 @@ def write_summary(result: Any, cfg: Any, timings: dict[str, float], report: Path
                          f"{_pct(row['completions/clipped_ratio'])} | {_num(row['verifier/batch_seconds'], '.1f')} | "
                          f"{_num(row['step_time'], '.0f')} |")
         rewarded = sum(1 for row in curve if (row["reward"] or 0) > 0)
-        lines += ["", f"{rewarded} of {len(curve)} steps earned a nonzero mean reward.", ""]
-    lines += ["## Timings", ""] + [f"- {name}: {seconds:.0f} s" for name, seconds in timings.items()] + [""]
+        varied = sum(1 for row in curve if (row["reward_std"] or 0) > 0)
+        lines += ["", f"{rewarded} of {len(curve)} steps earned a positive mean reward; {varied} had reward variance "
+                      f"(a step without it teaches nothing).", ""]
+    lines += ["## Timings", ""] + [f"- {name}: {seconds:.0f} s" for name, seconds in timings.items()
+                                   if isinstance(seconds, (int, float))]
+    load = timings.get("load", {})
+    if load:
+        lines.append(f"- machine load average (1 min) at the start / end: {load['start']:.1f} / {load['end']:.1f} on "
+                     f"{load['cores']} cores (timings, not results, depend on it)")
+    lines.append("")
     lines += ["## Where things are", "",
               f"- final model: `{result.final_checkpoint}` (`proofgym eval --agent local --model "
               f"{result.final_checkpoint}`)"]
@@ -204,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if "--config" not in args:
         args = ["--config", str(DEFAULT_CONFIG), *args]
     start = time.monotonic()
-    timings: dict[str, float] = {}
+    load_start = os.getloadavg()[0]
+    timings: dict[str, Any] = {}
     from proofgym.envs.errors import ProofgymError
     from proofgym.training.common import parse_config
     from proofgym.training.grpo import train_grpo
@@ -229,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     timings["training with baseline and final evaluation"] = time.monotonic() - mark
     if result.warm_start:
         timings["of which the SFT warm start"] = result.warm_start.get("seconds", 0.0)
+    for estimate in result.curriculum:
+        timings[f"of which the curriculum estimate at step {estimate['step']}"] = estimate.get("seconds", 0.0)
     for record in result.checkpoint_evals:
         timings[f"of which the evaluation at step {record['step']}"] = record.get("seconds", 0.0)
     banner("3/3 report", start)
@@ -240,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [evals[0]["run_dir"]] + ([evals[-1]["run_dir"]] if len(evals) > 1 else [])
         report = write_report(runs, out=Path(result.output_dir) / "report")
     timings["total"] = time.monotonic() - start
+    timings["load"] = {"start": load_start, "end": os.getloadavg()[0], "cores": os.cpu_count() or 1}
     summary = write_summary(result, cfg, timings, report)
     print(summary.read_text(encoding="utf-8"))
     print(f"main job done in {timings['total']:.0f} s: {summary}", flush=True)

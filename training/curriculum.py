@@ -181,6 +181,9 @@ class CurriculumCallback(TrainerCallback):
 
         if self.trainer is None:
             raise RuntimeError("CurriculumCallback.bind(trainer) was not called")
+        import time
+
+        begin = time.monotonic()
         trainer = self.trainer
         accelerator = trainer.accelerator
         world, rank = accelerator.num_processes, accelerator.process_index
@@ -202,6 +205,7 @@ class CurriculumCallback(TrainerCallback):
                 merged.update(part)
             counts = merged
         metrics = self.curriculum.update(counts, step)
+        self.curriculum.history[-1]["seconds"] = round(time.monotonic() - begin, 1)  # what a refresh costs
         if accelerator.is_main_process:
             announce(f"curriculum at step {step}: {metrics['curriculum/kept']:.0f} task(s) kept (0 < p < 1), "
                      f"{metrics['curriculum/too_easy']:.0f} too easy, {metrics['curriculum/too_hard']:.0f} too hard, "
