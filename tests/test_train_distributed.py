@@ -11,6 +11,7 @@ engine: there is no GPU here), and ``model_init_kwargs`` when proofgym loads the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -244,3 +245,40 @@ def test_the_gpu_configs_name_bf16_and_an_attention_implementation_proofgym_now_
         kwargs = model_init_kwargs(data.get("model_init_kwargs"))
         assert str(kwargs["dtype"]) == "torch.bfloat16", name
         assert kwargs.get("attn_implementation") == "sdpa", name
+
+
+# -- a real 2-process run ----------------------------------------------------------------------------------
+class RankVerdicts:
+    """A verifier whose verdict depends on the training process it serves (pool workers inherit ``RANK``):
+    rank 0's proofs are OK, rank 1's FAIL, so rank 0's repair episodes end at turn 1 and rank 1's run on."""
+
+    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
+        self.verdict = Verdict.OK if os.environ.get("RANK", "0") == "0" else Verdict.FAIL
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        return CheckResult(self.verdict, messages=("by rank",))
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_train_lora_grpo_with_repair_turns_and_rank_0_merges(tmp_path, tiny_model,
+                                                                                           tiny_suite):
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu", "-m",
+           "proofgym.training.grpo", "--model_name_or_path", str(tiny_model), "--suite", str(tiny_suite),
+           "--output_dir", str(out), "--report_to", "none", "--max_steps", "1", "--per_device_train_batch_size", "2",
+           "--num_generations", "2", "--max_completion_length", "12", "--max_turns", "3", "--use_peft", "true",
+           "--checkpoint_eval_at_end", "false", "--save_strategy", "no", "--torch_threads", "1",
+           "--verifier_workers", "1", "--verifier_factory", "tests.test_train_distributed:RankVerdicts",
+           "--heldout_fraction", "0"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert (out / "adapter_config.json").exists() and (out / "merged" / "model.safetensors").exists()
+    result = json.loads((out / "train_result.json").read_text())
+    assert result["global_step"] == 1 and result["final_checkpoint"] == str(out / "merged")

@@ -489,8 +489,9 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
                          wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {},
                          curriculum=list(curriculum.history) if curriculum is not None else [],
                          warm_start=dict(warm_start or {}))
-    (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
-                                                  + "\n", encoding="utf-8")
+    if trainer.is_world_process_zero():  # one writer: the other processes would race it for the same file
+        (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
+                                                      + "\n", encoding="utf-8")
     return result
 
 
