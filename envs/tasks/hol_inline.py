@@ -6,7 +6,8 @@ file, ``loadt`` every time), and TacticTrace's ``collect-toplevel-thms`` then li
 ``let NAME = prove(goal, proof)`` and ``let NAME = time prove(goal, proof)`` with the file it came
 from. This module reimplements those rules on source text:
 
-- :func:`split_phrases` cuts a file at toplevel ``;;`` (a regex scanner: s2n-bignum has 56 MB of ML);
+- :func:`split_phrases` cuts a file at toplevel ``;;`` like the HOL Light lexer's, but jumps from one
+  special character to the next with a regex: ten times faster (s2n-bignum has 56 MB of ML);
 - :func:`blank_comments` replaces comments by spaces, keeping every offset;
 - :func:`toplevel_theorems` finds the theorems of one phrase as the bench's AST rule does: the pattern
   is a plain name (``let _ = prove(...)`` binds no name and is not a theorem), the right-hand side is
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proofgym.envs.tasks.hol_extract import Phrase
+from proofgym.envs.verifiers.hol_light.lexer import Phrase
 
 _SCAN = re.compile(r"\(\*|\"|`|'|;;")
 _COMMENT = re.compile(r"\(\*|\*\)|\"")
