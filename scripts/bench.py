@@ -9,11 +9,20 @@ Rows (each a ratio of two numbers measured here, now, on this machine):
   (goal: at most 5% more);
 - pool throughput with 1, 2, ... workers up to the cores (goal: at least 0.8 x N of one worker);
 - checks per second per core on P1 tasks;
-- peak memory of the verifier processes.
+- peak memory of the verifier processes;
+- the real workload (``--rows grpo``): a GRPO-shaped batch (B prompts drawn across ``coq-stdlib``'s files, G
+  attempts each: the reference, ``Admitted``, a failing proof and repeats) through a cold pool of N workers,
+  without the isolation cache, with it cold and with it warm, against whole-file ``coqc`` on the same checks
+  (N at a time); checks/s, per core, p50/p95 latency, the share of time loading contexts, a verdict-cache
+  hit; the same batch shape on ``dafny-nl``, and on HOL Light with ``--hol`` (opt-in: 2-5 min start);
+- verdicts that do not depend on load (``--rows load``): a fixed set of checks (honest, cheats, failing,
+  one close to its timeout) per prover, idle and under 2x CPU oversubscription; the verdicts that differ.
 
-    python scripts/bench.py                          # print the table
+    python scripts/bench.py                          # print the table (core and GRPO rows)
     python scripts/bench.py --write BENCHMARKS.md    # and write it, with the command and the machine
     python scripts/bench.py --suite coq-stdlib       # P1 tasks of a built suite instead of the tiny one
+    python scripts/bench.py --rows grpo --quick      # only the GRPO rows, at a size to try (8 x 4)
+    python scripts/bench.py --rows load --write BENCHMARKS.md   # the load rows, in their own block
 
 Audits are off (``audit="never"``): they are a sampled, separate cost, and would make the
 per-check numbers depend on the dice.
@@ -358,7 +367,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
     """One GRPO-shaped batch through a cold ``LocalVerifierPool(workers)``, and (optionally) whole-file checks
     of the same attempts, ``workers`` at a time, measured one after the other in this run.
 
-    Returns checks/s, checks/s per core (per CPU-second of the pool's processes), p50/p95 latency of the
+    Returns checks/s, checks/s per core (checks/s over the ``workers`` cores), p50/p95 latency of the
     checks that ran (a verdict-cache answer is not a check), the share of that time spent loading
     contexts, the verdicts, and the same for the whole-file path.
     """
@@ -368,7 +377,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
     with tempfile.TemporaryDirectory() as loads_dir:
         os.environ[LOADS_ENV] = loads_dir
         try:
-            cpu0, start = _tree_cpu_s(os.getpid()), time.perf_counter()
+            start = time.perf_counter()
             with LocalVerifierPool(workers, system_kwargs=system_kwargs or {},
                                    verifier_factory="bench:_timed_verifier") as pool:
                 results = list(pool.imap_unordered(work))
@@ -380,7 +389,6 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
                     t0 = time.perf_counter()
                     pool.submit(task, proof).result()
                     hits.append(time.perf_counter() - t0)
-            cpu = _tree_cpu_s(os.getpid()) - cpu0
         finally:
             os.environ.pop(LOADS_ENV, None)
         loads = [json.loads(line)["load_s"] for f in Path(loads_dir).glob("*.jsonl")
@@ -393,7 +401,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
         verdicts[key] = verdicts.get(key, 0) + 1
     out: dict[str, Any] = {
         "checks": len(work), "workers": workers, "wall_s": elapsed, "rate": len(work) / elapsed,
-        "per_core": len(work) / cpu if cpu > 0 else 0.0, "cpu_s": cpu, "ran": len(ran),
+        "per_core": len(work) / elapsed / workers, "ran": len(ran),
         "p50": _pct(ran, 0.5), "p95": _pct(ran, 0.95), "load_share": sum(loads) / max(sum(ran), 1e-9),
         "load_p50": _pct(loads, 0.5), "loads": len(loads), "verdicts": verdicts, "cache": cache,
         "harness_failures": len(bad), "hit_p50": _pct(hits, 0.5),
@@ -402,8 +410,9 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
         start = time.perf_counter()
         with ThreadPoolExecutor(workers) as ex:
             naive = list(ex.map(lambda tp: _whole_file_check(*tp), work))
-        out["whole_file"] = {"wall_s": time.perf_counter() - start, "p50": _pct(naive, 0.5),
-                             "p95": _pct(naive, 0.95), "rate": len(work) / (time.perf_counter() - start)}
+        wall = time.perf_counter() - start
+        out["whole_file"] = {"wall_s": wall, "p50": _pct(naive, 0.5), "p95": _pct(naive, 0.95),
+                             "rate": len(work) / wall, "per_core": len(work) / wall / workers}
     return out
 
 
@@ -473,8 +482,8 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
                             _fmt_ms(1000 * per), per_naive / per))
         else:
             rows.append(Row(f"GRPO batch on {system} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool, "
-                            "HOL Light load included): checks/s / checks/s per core", f"{run['rate']:.2f}/s",
-                            f"{run['per_core']:.2f}/s", run["rate"] / max(run["per_core"], 1e-9)))
+                            "HOL Light load included): checks/s / a whole-file check's (not measured: a fresh HOL "
+                            "Light load per check is minutes)", f"{run['rate']:.2f}/s", "n/a", 0.0))
     return rows
 
 
@@ -489,8 +498,8 @@ def grpo_table(runs: dict[str, Any]) -> str:
                      f"{r['verdicts']} |")
         w = r.get("whole_file")
         if w:
-            lines.append(f"| {label}: whole-file, same checks | {r['checks']} | {w['wall_s']:.1f} s | "
-                         f"{w['rate']:.2f} | | {_fmt_ms(1000 * w['p50'])} | {_fmt_ms(1000 * w['p95'])} | "
+            lines.append(f"| {label}: whole-file, same checks, {r['workers']} at a time | {r['checks']} | "
+                         f"{w['wall_s']:.1f} s | {w['rate']:.2f} | {w['per_core']:.2f} | {_fmt_ms(1000 * w['p50'])} | {_fmt_ms(1000 * w['p95'])} | "
                          "every check | | (no integrity checks) |")
     return "\n".join(lines)
 
@@ -740,15 +749,32 @@ BEGIN = "<!-- bench.py output: begin (regenerated by scripts/bench.py --write) -
 END = "<!-- bench.py output: end -->"
 
 
-def write_block(path: Path, block: str) -> None:
-    """Put the table between the markers of ``path``, keeping what the file says around it (e.g. the soak)."""
+def markers(rows: list[str]) -> tuple[str, str]:
+    """The markers of the block that ``--rows`` writes: the default set has the historical ones, so each set
+    of rows is regenerated on its own without erasing the others."""
+    if sorted(rows) == ["core", "grpo"]:
+        return BEGIN, END
+    tag = "+".join(sorted(rows))
+    return (f"<!-- bench.py output ({tag}): begin (regenerated by scripts/bench.py --rows {' '.join(sorted(rows))} "
+            "--write) -->", f"<!-- bench.py output ({tag}): end -->")
+
+
+def write_block(path: Path, block: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put the table between the markers of ``path``, keeping what the file says around it (e.g. the soak).
+
+    A block the file does not have yet goes after the default block (or at the end of the file).
+    """
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        text = head + block + tail
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    elif END in text:
+        head, tail = text.split(END, 1)
+        text = head + END + "\n\n" + block + tail
+    elif text:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
     else:
-        text = "# Benchmarks\n\n" + block + "\n" + text
+        text = "# Benchmarks\n\n" + block + "\n"
     path.write_text(text, encoding="utf-8")
 
 
@@ -813,8 +839,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key}: {value}")
     if args.write:
         command = "python scripts/bench.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+        begin, end = markers(args.rows)
         block = "\n".join([
-            BEGIN,
+            begin,
             f"Command: `{command.strip()}` ({dt.date.today().isoformat()}, {time.monotonic() - started:.0f} s).",
             "",
             f"Machine: {machine()}; load average at the start {load_start[0]:.1f}/{load_start[1]:.1f}/"
@@ -825,10 +852,12 @@ def main(argv: list[str] | None = None) -> int:
             "",
             (f"P1 tasks (warm ms each): {notes['warm_ms_per_task']}. Peak processes per run (workers + sandboxed "
              f"provers): {notes['processes_peak']}. Recovery: {notes['recovery']}." if "core" in args.rows else "")
-            + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else ""),
-            END,
+            + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else "")
+            + (f" Load rows: flips {notes['load_flips']}; near-timeout tasks' timeout_s {notes['near_timeout_s']}."
+               if "load_flips" in notes else ""),
+            end,
         ])
-        write_block(Path(args.write), block)
+        write_block(Path(args.write), block, begin, end)
         print(f"wrote {args.write}")
     return 0
 

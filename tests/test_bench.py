@@ -1,0 +1,73 @@
+"""scripts/bench.py's real-workload helpers (fast tier): the GRPO batch's draw and attempts, the load rows'
+busy loops, and writing one block of BENCHMARKS.md without erasing the others. No timings are asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from proofgym.envs.types import Task
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("proofgym_bench_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tasks(files: int, per_file: int) -> list[Task]:
+    return [Task(id=f"t.{f}.{k}", system="coq", context="", statement=f"Lemma l{f}_{k} : True.",
+                 reference_proof="Proof. exact I. Qed.", metadata={"file": f"F{f}.v"})
+            for f in range(files) for k in range(per_file)]
+
+
+def test_a_batch_takes_one_task_per_file_while_files_last(bench):
+    batch = bench.grpo_tasks(_tasks(10, 3), 6, seed=1)
+    assert len(batch) == 6 and len({t.metadata["file"] for t in batch}) == 6
+    assert [t.id for t in batch] == [t.id for t in bench.grpo_tasks(_tasks(10, 3), 6, seed=1)]  # seeded
+    larger = bench.grpo_tasks(_tasks(3, 2), 5, seed=0)  # more prompts than files: files repeat
+    assert len(larger) == 5 and len({t.metadata["file"] for t in larger}) == 3
+
+
+def test_a_group_holds_the_reference_a_cheat_a_failing_variant_and_repeats(bench):
+    task = _tasks(1, 1)[0]
+    group = bench.grpo_attempts(task, 8)
+    counts = Counter(group)
+    assert len(group) == 8 and counts[task.reference_proof] == 4
+    assert counts["Proof. Admitted."] == 2 and counts[bench.COQ_WRONG] == 2
+    dafny = Task(id="d", system="dafny", context="", statement="method M()\n",
+                 reference_proof="method M() ensures true\n{\n}\n")
+    ref, cheat, failing = bench.grpo_attempts(dafny, 3)
+    assert ref == dafny.reference_proof and "assume false" in cheat and "assert false" in failing
+    assert [t for t, _ in bench.with_attempts([task], 3)] == [task] * 3
+
+
+def test_busy_loops_are_started_and_all_killed(bench):
+    with bench.BusyLoops(1) as loops:
+        pids = [p.pid for p in loops.procs]
+        assert len(pids) == (os.cpu_count() or 1) and all(p.poll() is None for p in loops.procs)
+    assert all(p.returncode is not None for p in loops.procs)
+
+
+def test_each_row_set_writes_its_own_block(bench, tmp_path: Path):
+    page = tmp_path / "BENCHMARKS.md"
+    page.write_text("# Benchmarks\n\nintro\n\n" + bench.BEGIN + "\nold table\n" + bench.END + "\n\n## Soak\nkept\n")
+    begin, end = bench.markers(["load"])
+    bench.write_block(page, f"{begin}\nload table\n{end}", begin, end)
+    bench.write_block(page, f"{bench.BEGIN}\nnew table\n{bench.END}")
+    text = page.read_text()
+    assert "new table" in text and "load table" in text and "old table" not in text
+    assert text.index("new table") < text.index("load table") < text.index("## Soak") and "kept" in text
+    bench.write_block(page, f"{begin}\nload table 2\n{end}", begin, end)
+    assert page.read_text().count("load table") == 1 and "load table 2" in page.read_text()
+    assert bench.markers(["grpo", "core"]) == (bench.BEGIN, bench.END)
