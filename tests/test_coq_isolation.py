@@ -30,30 +30,32 @@ def test_a_closed_context_is_cached_whole_and_its_lost_effects_are_replayed():
                "Lemma a (n : nat) : n = n. Proof. reflexivity. Qed.\n#[local] Hint Resolve a : core.\n"
                "Hint Resolve a : core.\nNotation twice x := (x + x).\nSet Implicit Arguments.\n")
     p = _plan(context)
-    assert isinstance(p, Plan) and p.prefix == context
-    tail = [s.code for s in p.sentences()]
-    assert tail[0] == f"Require Import PGIso.{p.module}."
-    # The Require Import line, scope, implicit types, local hint, notation and option come back; the lemma,
+    assert isinstance(p, Plan) and p.prefix == context and p.whole
+    run = [s.code for s in p.sentences()]
+    # The leading Require Import runs before the module is imported (its names must not shadow the
+    # context's); then the scope, implicit types, local hint, notation and option come back; the lemma,
     # its proof and the global hint (which the .vo exports) do not.
-    assert tail[1:] == ["Require Import Arith.", "Local Open Scope nat_scope.", "Implicit Types n : nat.",
-                        "#[local] Hint Resolve a : core.", "Notation twice x := (x + x).", "Set Implicit Arguments."]
+    assert run == [f"Require PGIso.{p.module}.", "Require Import Arith.", f"Import PGIso.{p.module}.",
+                   "Local Open Scope nat_scope.", "Implicit Types n : nat.", "#[local] Hint Resolve a : core.",
+                   "Notation twice x := (x + x).", "Set Implicit Arguments."]
 
 
-def test_an_open_section_is_replayed_after_the_cached_prefix():
-    head = "Require Import List.\nLemma b : True. Proof. exact I. Qed.\n"
-    rest = "Section S.\nVariable A : Type.\nLet l := @nil A.\n"
-    p = _plan(head + rest)
-    assert isinstance(p, Plan) and p.prefix == head
-    assert p.tail.endswith(rest)  # the open block and everything after it run verbatim, as without the cache
+def test_an_open_section_or_a_later_import_is_replayed_after_the_cached_prefix():
+    head = "Require Export List.\nLemma b : True. Proof. exact I. Qed.\n"
+    for rest in ("Section S.\nVariable A : Type.\nLet l := @nil A.\n",
+                 "Require Import Bool.\nDefinition x := true.\n", "Module Import M.\nDefinition y := 1.\nEnd M.\n"):
+        p = _plan(head + rest)
+        assert isinstance(p, Plan) and not p.whole and p.tail.endswith(rest)  # run verbatim, as without the cache
+        # The module does not re-export List (importing it would reopen List over the context's names).
+        assert p.prefix == head.replace("Require Export", "Require Import") and p.lead == "Require Export List."
 
 
-def test_module_import_is_replayed_at_its_end_and_local_declarations_fall_back():
-    p = _plan("Module Import M.\nDefinition x := 1.\nEnd M.\nLemma c : x = 1. Proof. reflexivity. Qed.\n")
-    assert isinstance(p, Plan) and [s.code for s in p.sentences()][1:] == ["Import M."]
+def test_local_declarations_and_nothing_to_cache_fall_back():
     for local in ("Local Definition y := 2.\n", "#[local] Instance i : Inhabited nat := {| inhabitant := 0 |}.\n",
                   "Let z := 3.\n"):
-        assert isinstance(_plan("Require Import Arith.\n" + local), str), local
+        assert isinstance(_plan("Require Import Arith.\nDefinition w := 0.\n" + local), str), local
     assert isinstance(_plan("Section S.\nVariable n : nat.\n"), str)  # nothing before the open block
+    assert isinstance(_plan("Require Import Arith.\n"), str)  # nothing but libraries
 
 
 def test_the_key_is_the_prefix_the_coq_version_and_the_flags():
@@ -62,8 +64,8 @@ def test_the_key_is_the_prefix_the_coq_version_and_the_flags():
                                                                    ("8.16.1", ("-Q", "/l", "L")))}
     assert len(keys) == 3
     assert _plan(context).key != _plan(context + "Definition y := 2.\n").key  # type: ignore[union-attr]
-    assert _plan("Definition x := 1.\nSection S.\n").key == _plan("Definition x := 1.\nSection S.\nVariable v : nat.\n"
-                                                                   ).key  # type: ignore[union-attr]
+    same_prefix = ("Definition x := 1.\nSection S.\n", "Definition x := 1.\nSection S.\nVariable v : nat.\n")
+    assert _plan(same_prefix[0]).key == _plan(same_prefix[1]).key  # type: ignore[union-attr]
 
 
 def test_session_names_map_back_to_top():
@@ -80,9 +82,12 @@ CONTEXTS = {
                      "#[local] Hint Resolve helper : core.\nLocal Notation dbl x := (x + x).\n"),
     "section_open": ("Require Import List.\nLemma pre : True. Proof. exact I. Qed.\n"
                      "Section S.\nVariable A : Type.\nImplicit Type l : list A.\n"),
-    "module_import": "Module Import M.\nDefinition three := 3.\nEnd M.\n",
+    "module_import": "Definition two := 2.\nModule Import M.\nDefinition three := 3.\nEnd M.\n",
+    # A library name shadowed by the context's own (as ZMicromega's eval_nformula), then a later import.
+    "shadowing": ("Require Import List.\nDefinition app := 7.\nLemma app7 : app = 7. Proof. reflexivity. Qed.\n"
+                  "Require Import Bool.\nDefinition negb := 0.\n"),
     "axiom_in_context": "Axiom bad : 1 = 2.\nLemma ok0 : True. Proof. exact I. Qed.\n",
-    "leak": "Require Import List.\n",
+    "leak": "Require Import List.\nDefinition pad := 0.\n",
 }
 
 
@@ -99,6 +104,8 @@ TASKS = [
      ["Proof. apply app_nil_r. Qed.", "Proof. Admitted.", "Proof. reflexivity. Qed."]),
     (_task("module", CONTEXTS["module_import"], "Lemma t3 : three = 3.", "Proof. reflexivity. Qed."),
      ["Proof. reflexivity. Qed.", "Proof. exact (eq_refl 4). Qed.", "Proof. Admitted.", "Proof. exact I. Qed."]),
+    (_task("shadow", CONTEXTS["shadowing"], "Lemma t5 : app + negb = 7.", "Proof. reflexivity. Qed."),
+     ["Proof. reflexivity. Qed.", "Proof. Admitted.", "Proof. exact (eq_refl 8). Qed."]),
     # An axiom of the context that the task does not allow: CHEATING, seen by Print Assumptions in the .vo.
     (_task("axiom", CONTEXTS["axiom_in_context"], "Lemma t4 : 1 = 2.", "Proof. Admitted."),
      ["Proof. exact bad. Qed.", "Proof. Axiom b2 : 1 = 2. exact b2. Qed.", "Proof. reflexivity. Qed."]),

@@ -5,16 +5,14 @@ proof in it: seconds per context. Here the prefix is compiled once with ``coqc``
 ``$PROOFGYM_CACHE/coq-isolation/C<key>.vo`` and a cold session loads it instead
 (``Require Import PGIso.C<key>.``, milliseconds for the kernel to read it back).
 
-What a ``Require Import`` does not bring back is replayed after it, in the context's order:
-the context's ``Require``/``Import`` lines, scopes, options, notations and local hints
-(:func:`plan`). What cannot be brought back faithfully falls back to the replay of the whole
-context, as before:
-
-- a context that leaves a Section or Module open (the statement must be checked inside it;
-  a ``.vo`` is a closed module);
-- a local declaration (``Local Definition``, ``Let``, ``#[local] Instance``...): it would be
-  reachable only by its qualified name after the ``Require``;
-- a context that does not compile on its own.
+The session runs ``Require PGIso.C<key>.``, the context's leading ``Require``/``Import`` lines, then
+``Import PGIso.C<key>.`` (so the context's names shadow the libraries' as they did), then what an import
+does not bring back, in the context's order: scopes, options, notations, local hints (:func:`plan`).
+The cached prefix stops before the first Section or Module the context leaves open (the statement
+must be checked inside it; a ``.vo`` is a closed module) and before the first import after the leading
+run (it can shadow names defined before it): the rest is replayed verbatim, as without the cache. The
+whole context is replayed, as before, for a local declaration (``Local Definition``, ``Let``,
+``#[local] Instance``...: only its qualified name would reach it) and for a prefix that does not compile.
 
 Integrity is unchanged, because every check reads the state Coq is in, not the text:
 ``Print Assumptions`` walks into the cached module (an axiom there is listed as it is today),
@@ -60,7 +58,7 @@ from proofgym.envs.verifiers.sandbox import Sandbox
 #: The logical root the cache directory is bound to in a session (``-Q <dir> PGIso``).
 LIBRARY = "PGIso"
 #: Bumped when what a cache entry holds (or how it is named) changes.
-FORMAT = 1
+FORMAT = 2
 _MODULE_RE = re.compile(rf"^{LIBRARY}\.C[0-9a-f]{{40}}\.")
 
 # Heads (after attributes and Local/Global) replayed after the Require Import, whatever their locality:
@@ -77,8 +75,13 @@ _WHEN_LOCAL = re.compile(
     r"|Bind\s+Scope|Delimit\s+Scope|Undelimit\s+Scope|Declare\s+Scope"
     r"|Typeclasses\b)")
 _LOCAL_ATTR = re.compile(r"#\[(?:[^\]]*[\s,\[])?local\s*[,\]]")
-# ``Module Import M. ... End M.`` imports M at its End; a Require Import of the cached module does not.
-_MODULE_IMPORT_RE = re.compile(r"^Module\s+(Import|Export)\s+([^\W\d][\w']*)")
+# The context's leading run: libraries and options before anything it defines.
+_LEADING_RE = re.compile(r"^(?:From\s+\S+\s+)?Require\b|^(?:Import|Export|Set|Unset)\b|^Declare\s+ML\s+Module\b")
+# An import after the leading run: the cut (names it brings shadow what the context defined before it).
+_IMPORTING_RE = re.compile(r"^(?:From\s+\S+\s+)?Require\s+(?:Import|Export)\b|^(?:Import|Export)\b"
+                           r"|^Module\s+(?:Import|Export)\b")
+_EXPORTING_RE = re.compile(r"^(?:#\[[^\]]*\]\s*)*(?:From\s+\S+\s+)?(?:Require\s+)?Export\b")
+_EXPORT_WORD = re.compile(r"\bExport\b")
 
 
 def session_name(full: str) -> str:
@@ -93,23 +96,29 @@ class Plan:
 
     Attributes:
         key: The entry's content address.
-        prefix: The part of the context compiled into the ``.vo``: all of it, or, when it leaves a
-            Section or Module open, what comes before the outermost open block.
-        tail: What the session runs after ``Require Import PGIso.C<key>.``: the prefix's replayed
-            sentences, then the rest of the context verbatim (the open blocks, checked as today).
+        prefix: The text compiled into the ``.vo``: the context up to its cut (see :func:`plan`), its leading
+            ``Export``s written as ``Import``s (so that importing the module opens only its own names).
+        lead: The context's leading ``Require``/``Import`` lines and options, run before the module is
+            imported, so that its names shadow theirs as the context's own definitions did.
+        tail: What runs after the module is imported: the prefix's replayed sentences (scopes, options,
+            notations, local hints), then the rest of the context verbatim.
+        whole: Whether the prefix is the whole context (then the ``.vo`` is the context compiled on its own).
     """
 
     key: str
     prefix: str
+    lead: str
     tail: str
+    whole: bool
 
     @property
     def module(self) -> str:
         return "C" + self.key[:40]
 
     def sentences(self) -> list[Sentence]:
-        """``Require Import PGIso.C<key>.`` then the tail, as the session runs them."""
-        return split_sentences(f"Require Import {LIBRARY}.{self.module}.\n{self.tail}")
+        """Load the module, run the lead, import the module, run the tail: as the session runs them."""
+        name = f"{LIBRARY}.{self.module}"
+        return split_sentences(f"Require {name}.\n{self.lead}\nImport {name}.\n{self.tail}")
 
 
 def _is_local(code: str, head: str, attributes: str) -> bool:
@@ -118,54 +127,56 @@ def _is_local(code: str, head: str, attributes: str) -> bool:
 
 
 def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
-    """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed)."""
+    """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed).
+
+    The cached prefix stops before the first outermost Section or Module still open at the end, and
+    before the first import after the leading ``Require``s (``Require Import``, ``Import``, ``Module
+    Import``): an import in the middle of a file can shadow names the file defined before it, which one
+    import of the module cannot reproduce. What follows the cut is replayed verbatim, as without the cache.
+    """
     try:
         sentences = split_sentences(context)
     except CoqLexError as exc:
         return f"the context cannot be cut into sentences: {exc}"
-    if not sentences:
-        return "empty context"
+    heads = [command_head(s.code) for s in sentences]
+    lead_end = 0
+    while lead_end < len(sentences) and _LEADING_RE.match(heads[lead_end][0]):
+        lead_end += 1
     blocks: list = []
-    open_at = None  # the sentence that opens the outermost block still open at the end
-    for i, s in enumerate(sentences):
+    open_at = cut_at = None
+    for i, (head, _) in enumerate(heads):
         depth = len(blocks)
-        update_blocks(blocks, command_head(s.code)[0])
+        if i >= lead_end and depth == 0 and cut_at is None and _IMPORTING_RE.match(head):
+            cut_at = i
+        update_blocks(blocks, head)
         if depth == 0 and blocks:
             open_at = i
         elif not blocks:
             open_at = None
-    cut = len(context) if open_at is None else sentences[open_at].start
-    if open_at is not None:
-        sentences = sentences[:open_at]
-        if not sentences:
-            return "the context opens a Section or Module before anything a .vo could hold"
-    blocks = []
+    stop = min(x for x in (open_at, cut_at, len(sentences)) if x is not None)
+    if stop <= lead_end:
+        return "nothing to cache before the first open block or import"
     replay: list[str] = []
-    imports_at_end: str = ""  # the Import a depth-0 ``Module Import M.`` does at its End
-    for s in sentences:
-        head, attributes = command_head(s.code)
+    blocks = []
+    for s, (head, attributes) in zip(sentences[lead_end:stop], heads[lead_end:stop], strict=True):
         depth = len(blocks)
-        if update_blocks(blocks, head):
-            m = _MODULE_IMPORT_RE.match(head)
-            if depth == 0 and m:
-                if blocks:
-                    imports_at_end = f"{m.group(1)} {m.group(2)}."
-                else:  # ``Module Import M := N.``: imported at once
-                    replay.append(f"{m.group(1)} {m.group(2)}.")
-            elif depth == 1 and not blocks and imports_at_end:
-                replay.append(imports_at_end)
-                imports_at_end = ""
-            continue
-        if depth:
+        if update_blocks(blocks, head) or depth:
             continue  # a closed block's local effects end with it; the rest is exported
         local = _is_local(s.code, head, attributes)
         if _ALWAYS.match(head) or (local and _WHEN_LOCAL.match(head)):
             replay.append(s.text)
         elif local:
             return f"a local declaration would be lost in the .vo: {s.code[:60]!r}"
-    prefix = context[:cut]
+    cut = len(context) if stop == len(sentences) else sentences[stop].start
+    pieces, cursor = [], 0
+    for s in sentences[:lead_end]:  # the module must not re-export: importing it would reopen those libraries
+        if _EXPORTING_RE.match(s.code):
+            pieces += [context[cursor:s.start], _EXPORT_WORD.sub("Import", s.text, count=1)]
+            cursor = s.start + len(s.text)
+    prefix = "".join(pieces) + context[cursor:cut]
     digest = hashlib.sha256(json.dumps([FORMAT, coq_version, list(args), prefix]).encode()).hexdigest()
-    return Plan(digest, prefix, "\n".join(replay) + "\n" + context[cut:])
+    lead = "\n".join(s.text for s in sentences[:lead_end])
+    return Plan(digest, prefix, lead, "\n".join(replay) + "\n" + context[cut:], stop == len(sentences))
 
 
 def default_directory() -> Path:
@@ -235,7 +246,7 @@ class IsolationCache:
     def has_summary(self, context: str) -> bool:
         """Whether :meth:`checker_summary` of ``context`` is on disk already (costs nothing to read)."""
         p = self.plan(context)
-        return isinstance(p, Plan) and p.prefix == context and (self.directory / f"{p.module}.chk.json").is_file()
+        return isinstance(p, Plan) and p.whole and (self.directory / f"{p.module}.chk.json").is_file()
 
     # -- entries ------------------------------------------------------------------------------
     def _paths(self, p: Plan) -> tuple[Path, Path]:
@@ -295,7 +306,7 @@ class IsolationCache:
         or coqchk refused it (the verifier then compiles the context itself, as without the cache).
         """
         p = self.plan(context)
-        if isinstance(p, str) or p.prefix != context or not self.ensure(p, p.prefix, workdir_parent):
+        if isinstance(p, str) or not p.whole or not self.ensure(p, p.prefix, workdir_parent):
             return None
         own, audit_name = f"{LIBRARY}.{p.module}", "PG.ProofgymSubmission"
         sidecar = self.directory / f"{p.module}.chk.json"
