@@ -533,5 +533,30 @@ def test_cgroup_is_removed_after_the_job(workdir: Path) -> None:
     assert not cgroups.pids_dir.exists()
 
 
+
+def test_a_job_is_one_scheduling_group_where_the_cpu_controller_allows(workdir: Path) -> None:
+    """With a v1 cpu controller of its own, every task of a job is in the job's cpu cgroup, so a fork bomb's
+    hundreds of spinning children share one group's CPU weight instead of starving the rest of the machine."""
+    box = Sandbox(use_bwrap=False)
+    _require_cgroup(box)
+    v1, _ = sandbox_module._cgroup_mounts()
+    if "cpu" not in v1 or v1["cpu"] == v1.get("cpuacct"):
+        pytest.skip("no separate v1 cpu controller here (cgroup2, or cpu co-mounted with cpuacct)")
+    if sandbox_module._cgroups().sched_parent is None:
+        pytest.skip("the v1 cpu controller is not writable here")
+    job = box.popen(["sh", "-c", "sleep 60 & sleep 60"], workdir=workdir)
+    try:
+        cgroups = job._cgroups
+        assert cgroups is not None and cgroups.sched_dir is not None and cgroups.sched_dir.is_dir()
+        deadline = time.monotonic() + 30
+        while len(cgroups.members()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        scheduled = [int(p) for p in (cgroups.sched_dir / "cgroup.procs").read_text().split()]
+        assert sorted(scheduled) == sorted(cgroups.members()) and len(scheduled) >= 2
+    finally:
+        job.close()
+    assert not cgroups.sched_dir.exists()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))

@@ -222,6 +222,10 @@ class _CgroupLayout:
     cpu_parent: Path | None  # cpuacct (v1) or the same dir as pids (v2)
     v2: bool
     reason: str  # why pids_parent is None
+    # v1 "cpu" controller: the job's tasks are one scheduling group, so a fork bomb of hundreds of spinning
+    # children gets one group's share of the CPU instead of hundreds of shares (which starve the machine).
+    # None where the controller is absent or shared with cpuacct (then cpu_parent's group is the same thing).
+    sched_parent: Path | None = None
 
 
 def _own_cgroup_paths() -> dict[str, str]:
@@ -274,7 +278,7 @@ def _writable_child_parent(parent: Path, probe_file: str) -> bool:
 def _discover_cgroups() -> _CgroupLayout:
     v1, v2_mount = _cgroup_mounts()
     own = _own_cgroup_paths()
-    pids_parent = cpu_parent = None
+    pids_parent = cpu_parent = sched_parent = None
     v2 = False
     if "pids" in v1 and "pids" in own:
         parent = Path(v1["pids"] + own["pids"])
@@ -284,6 +288,10 @@ def _discover_cgroups() -> _CgroupLayout:
             cpu = Path(v1["cpuacct"] + own["cpuacct"])
             if _writable_child_parent(cpu, "cpuacct.usage"):
                 cpu_parent = cpu
+        if "cpu" in v1 and "cpu" in own and v1["cpu"] != v1.get("cpuacct"):
+            sched = Path(v1["cpu"] + own["cpu"])
+            if _writable_child_parent(sched, "cpu.shares"):
+                sched_parent = sched
     if pids_parent is None and v2_mount is not None and "" in own:
         parent = Path(v2_mount + own[""])
         if _writable_child_parent(parent, "pids.max"):
@@ -291,16 +299,20 @@ def _discover_cgroups() -> _CgroupLayout:
             v2 = True
     if pids_parent is None:
         return _CgroupLayout(None, None, False, "no writable pids cgroup (v1 pids controller or cgroup2 with pids)")
-    layout = _CgroupLayout(pids_parent, cpu_parent, v2, "")
-    # Creating a group is not enough: a child must also be allowed to move itself into it.
-    group = _JobCgroups(layout, max_processes=4)
-    try:
-        subprocess.run(["true"], preexec_fn=group.join_in_child, env={"PATH": SANDBOX_PATH}, check=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return _CgroupLayout(None, None, False, f"cannot move a process into a pids cgroup: {exc}")
-    finally:
-        group.remove()
-    return layout
+    # Creating a group is not enough: a child must also be allowed to move itself into it. The scheduling
+    # group is an addition: where a child cannot join it, jobs still get their pids (and cpuacct) groups.
+    for layout in ([_CgroupLayout(pids_parent, cpu_parent, v2, "", sched_parent)] if sched_parent else []) \
+            + [_CgroupLayout(pids_parent, cpu_parent, v2, "")]:
+        group = _JobCgroups(layout, max_processes=4)
+        try:
+            subprocess.run(["true"], preexec_fn=group.join_in_child, env={"PATH": SANDBOX_PATH}, check=True,
+                           timeout=30)
+            return layout
+        except (OSError, subprocess.SubprocessError) as exc:
+            failure = exc
+        finally:
+            group.remove()
+    return _CgroupLayout(None, None, False, f"cannot move a process into a pids cgroup: {failure}")
 
 
 _cgroup_layout: _CgroupLayout | None = None
@@ -311,7 +323,7 @@ def _cgroups() -> _CgroupLayout:
     with _probe_lock:
         if _cgroup_layout is None:
             _cgroup_layout = _discover_cgroups()
-            for parent in (_cgroup_layout.pids_parent, _cgroup_layout.cpu_parent):
+            for parent in (_cgroup_layout.pids_parent, _cgroup_layout.cpu_parent, _cgroup_layout.sched_parent):
                 if parent is not None:
                     _remove_stale_cgroups(parent)
         return _cgroup_layout
@@ -345,7 +357,8 @@ class _JobCgroups:
         self.v2 = layout.v2
         self.peak: int | None = None
         self._cpu_s: float | None = None
-        self._dirs = [self.pids_dir] + ([self.cpu_dir] if self.cpu_dir not in (None, self.pids_dir) else [])
+        self.sched_dir = layout.sched_parent / name if layout.sched_parent is not None else None
+        self._dirs = [self.pids_dir] + [d for d in (self.cpu_dir, self.sched_dir) if d not in (None, self.pids_dir)]
         made: list[Path] = []
         try:
             for d in self._dirs:
