@@ -23,7 +23,7 @@ TRAIN_CONFIG ?= configs/train/grpo_cpu.yaml
 eval: suite
 	$(BIN)/python scripts/main_job.py --config $(TRAIN_CONFIG) --verifier_workers $(WORKERS)
 
-## the fast tier and the real provers (about 15 minutes on a quiet 2-core machine); the 15 slowest tests at the end
+## the fast tier and the real provers (about 16 minutes on a quiet 2-core machine); the 15 slowest tests at the end
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "not slow" tests
 
