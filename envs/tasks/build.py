@@ -97,30 +97,32 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
 
     with InProcessPool({"coq": verifier}) as pool:
         checked = validate_suite(tasks, pool, probes=probes, false_rejection=lambda ref: ref.backend == "precheck")
-    out = []
-    for raw, task in zip(task_dicts, tasks, strict=True):
-        reason = checked.reasons.get(task.id)
-        if reason is not None:
-            whitelist = task.id in checked.false_rejected
-            out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
-            if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
-                _VERIFIER.pop("coq").close()
-                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
-            continue
-        try:
-            library = str(task.metadata.get("library") or "")
-            if library and verifier.context_loads_library(task, library):
-                out.append((raw, "context loads the original file (leak through Require)", False))
+        # The extras below run while the pool is open: its thread started the prover sessions, and a
+        # sandboxed prover dies with the thread that started it (bwrap --die-with-parent).
+        out = []
+        for raw, task in zip(task_dicts, tasks, strict=True):
+            reason = checked.reasons.get(task.id)
+            if reason is not None:
+                whitelist = task.id in checked.false_rejected
+                out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
+                if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
+                    _VERIFIER.pop("coq").close()
+                    _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
                 continue
-            allowed = sorted(verifier.allowed_axioms(task))
-            raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
-            out.append((raw, None, False))
-        except (VerifierError, OSError) as exc:
-            _VERIFIER.pop("coq").close()
-            out.append((raw, f"harness failure: {type(exc).__name__}", False))
-            _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
-        except ProofgymError as exc:
-            out.append((raw, f"task does not load: {str(exc)[:80]}", False))
+            try:
+                library = str(task.metadata.get("library") or "")
+                if library and verifier.context_loads_library(task, library):
+                    out.append((raw, "context loads the original file (leak through Require)", False))
+                    continue
+                allowed = sorted(verifier.allowed_axioms(task))
+                raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
+                out.append((raw, None, False))
+            except (VerifierError, OSError) as exc:
+                _VERIFIER.pop("coq").close()
+                out.append((raw, f"harness failure: {type(exc).__name__}", False))
+                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+            except ProofgymError as exc:
+                out.append((raw, f"task does not load: {str(exc)[:80]}", False))
     return out
 
 

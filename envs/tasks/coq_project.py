@@ -70,10 +70,6 @@ LIBRARY_PACKAGES: Mapping[str, str] = {
     "mathcomp": "libcoq-mathcomp-ssreflect",
 }
 
-#: ``-arg`` values of a ``_CoqProject`` passed on to the prover: warning switches only. Any other
-#: argument could change the logic the tasks are checked in (``-type-in-type``, ``-impredicative-set``)
-#: and is reported as ignored instead.
-_PASSED_ARG_RE = re.compile(r"-w$")
 
 
 class ProjectError(ProofgymError):
@@ -103,7 +99,7 @@ class CoqProject:
         sources: The ``.v`` files, with their logical names.
         coq_args: Extra prover arguments (``-Q``/``-R`` with absolute folders). Empty for an
             installed library: user-contrib is on Coq's default load path.
-        ignored_args: ``-arg`` values of a ``_CoqProject`` that were not passed on (and why).
+        ignored_args: ``_CoqProject`` arguments that were not passed on (``-arg``, ``-I``), and why.
         files_excluded: Source files left out, with why (e.g. not compiled).
     """
 
@@ -170,9 +166,9 @@ def read_project(directory: Path, *, name: str | None = None) -> CoqProject:
     name = name or re.sub(r"\W", "_", directory.name) or "project"
     coq_project = directory / "_CoqProject"
     if coq_project.is_file():
-        bindings, files, ignored, passed = _parse_coq_project(coq_project.read_text(encoding="utf-8"), directory)
+        bindings, files, ignored = _parse_coq_project(coq_project.read_text(encoding="utf-8"), directory)
         project = CoqProject(name=name, origin=f"_CoqProject {coq_project}", sources=[], ignored_args=ignored)
-        project.coq_args = tuple(a for b in bindings for a in b.args()) + tuple(passed)
+        project.coq_args = tuple(a for b in bindings for a in b.args())
         if files:
             project.sources = _listed_sources(files, bindings, directory, project.files_excluded)
         else:
@@ -192,8 +188,8 @@ def read_project(directory: Path, *, name: str | None = None) -> CoqProject:
     return project
 
 
-def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list[str], list[str], list[str]]:
-    """(bindings, listed .v files, ignored -arg values, passed -arg values) of a ``_CoqProject``."""
+def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list[str], list[str]]:
+    """(bindings, listed .v files, what was not passed on) of a ``_CoqProject``."""
     tokens: list[str] = []
     for line in text.splitlines():
         try:
@@ -203,7 +199,6 @@ def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list
     bindings: list[LoadPath] = []
     files: list[str] = []
     ignored: list[str] = []
-    passed: list[str] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -218,12 +213,10 @@ def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list
             ignored.append(f"-I {tokens[i + 1] if i + 1 < len(tokens) else ''} (OCaml plugin folders are not loaded)")
             i += 2
         elif tok == "-arg":
-            value = tokens[i + 1] if i + 1 < len(tokens) else ""
-            if _PASSED_ARG_RE.match(value) and i + 3 < len(tokens) and tokens[i + 2] == "-arg":
-                passed += [value, tokens[i + 3]]
-                i += 4
-                continue
-            ignored.append(f"-arg {value} (only warning switches are passed on)")
+            # Not passed on: a warning switch changes no verdict (and coqchk, which the audit runs with
+            # the same load path, rejects -w), and any other argument could change the logic the tasks
+            # are checked in (-type-in-type, -impredicative-set). The report lists them.
+            ignored.append(f"-arg {tokens[i + 1] if i + 1 < len(tokens) else ''} (prover arguments are not passed on)")
             i += 2
         elif tok.endswith(".v"):
             files.append(tok)
@@ -233,7 +226,7 @@ def _parse_coq_project(text: str, directory: Path) -> tuple[list[LoadPath], list
             i += 1
     if not bindings:
         raise ProjectError("_CoqProject binds no folder; add a line such as `-R theories MyProj`")
-    return bindings, files, ignored, passed
+    return bindings, files, ignored
 
 
 def _dune_theories(directory: Path) -> list[LoadPath]:
