@@ -25,7 +25,7 @@ eval: suite
 
 ## the fast tier and the real provers (about 16 minutes on a quiet 2-core machine); the 15 slowest tests at the end
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "not slow" tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "not slow or train_smoke" tests
 
 ## no prover: a minute or two
 test-fast: setup
@@ -34,7 +34,7 @@ test-fast: setup
 ## the slow tier, by hand (about 17 minutes): TRL and model serving on a tiny model, and the HOL Light tests
 ## that pay a second two-minute load (a root killed mid-check, a fresh CLI process, a pool worker's start-up)
 test-slow: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m slow tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "slow and not train_smoke" tests
 
 bench: setup
 	$(BIN)/python scripts/bench_verifiers.py

@@ -98,6 +98,7 @@ def test_a_cheat_reason_absent_from_a_batch_counts_as_zero_in_the_logged_average
 
 @requires_coq
 @pytest.mark.prover
+@pytest.mark.train_smoke
 def test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval(tmp_path, taught_model, tiny_suite, monkeypatch):
     from proofgym.cli import main as proofgym_main
     from proofgym.training.logging import read_offline_run

@@ -39,6 +39,7 @@ def _weights(path: Path) -> dict[str, Any]:
     return load_file(str(path / "model.safetensors"))
 
 
+@pytest.mark.train_smoke
 def test_sft_changes_the_parameters(tmp_path, tiny_model, tiny_suite):
     result = train_sft(sft_config(tmp_path, tiny_model, tiny_suite))
     assert result.global_step == 3 and not result.interrupted
