@@ -363,7 +363,7 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dict[str, Any] | None = None,
-               whole_file: bool = True) -> dict[str, Any]:
+               whole_file: bool = True, spill_at: int = 2) -> dict[str, Any]:
     """One GRPO-shaped batch through a cold ``LocalVerifierPool(workers)``, and (optionally) whole-file checks
     of the same attempts, ``workers`` at a time, measured one after the other in this run.
 
@@ -378,7 +378,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
         os.environ[LOADS_ENV] = loads_dir
         try:
             start = time.perf_counter()
-            with LocalVerifierPool(workers, system_kwargs=system_kwargs or {},
+            with LocalVerifierPool(workers, system_kwargs=system_kwargs or {}, spill_at=spill_at,
                                    verifier_factory="bench:_timed_verifier") as pool:
                 results = list(pool.imap_unordered(work))
                 cache = pool.cache_stats()
@@ -439,7 +439,7 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
                               ("isolation cache cold", {"isolation_dir": iso_dir}),
                               ("isolation cache warm", {"isolation_dir": iso_dir})):
             runs[label] = grpo_batch(batch, n, system_kwargs={"coq": {"audit": "never", **kwargs}},
-                                     whole_file=label == "no isolation cache")
+                                     whole_file=label == "no isolation cache", spill_at=args.spill_at)
     naive = runs["no isolation cache"]["whole_file"]
     per_naive = naive["wall_s"] / runs["no isolation cache"]["checks"]
     for label, run in runs.items():
@@ -586,9 +586,12 @@ def run_fixed(checks: list[tuple[Task, str, str]]) -> list[str]:
 def load_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     """The fixed set of checks run idle and under 2x CPU oversubscription; the verdicts that differ."""
     checks = fixed_checks(args, notes)
+    t0 = time.perf_counter()
     idle = run_fixed(checks)
+    t1 = time.perf_counter()
     with BusyLoops(2):
         busy = run_fixed(checks)
+    notes["load_phases_s"] = {"idle": round(t1 - t0, 1), "oversubscribed": round(time.perf_counter() - t1, 1)}
     rows: list[Row] = []
     flips: list[str] = []
     for system in sorted({t.system for t, _, _ in checks}):
@@ -805,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpo-suite", default="coq-stdlib", help="Coq suite of the GRPO batch (default coq-stdlib)")
     parser.add_argument("--grpo-batch", type=int, default=32, help="prompts per GRPO batch, B (default 32)")
     parser.add_argument("--grpo-group", type=int, default=8, help="attempts per prompt, G (default 8)")
+    parser.add_argument("--spill-at", type=int, default=2,
+                        help="the pool's spill_at in the GRPO batch (default 2, the pool's default)")
     parser.add_argument("--hol", action="store_true",
                         help="also the GRPO batch on HOL Light (opt-in: its server loads for 2-5 min first)")
     parser.add_argument("--hol-suite", default="", help="HOL Light suite for --hol (default: goals built in here)")
@@ -853,7 +858,8 @@ def main(argv: list[str] | None = None) -> int:
             (f"P1 tasks (warm ms each): {notes['warm_ms_per_task']}. Peak processes per run (workers + sandboxed "
              f"provers): {notes['processes_peak']}. Recovery: {notes['recovery']}." if "core" in args.rows else "")
             + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else "")
-            + (f" Load rows: flips {notes['load_flips']}; near-timeout tasks' timeout_s {notes['near_timeout_s']}."
+            + (f" Load rows: flips {notes['load_flips']}; near-timeout tasks' timeout_s {notes['near_timeout_s']}; "
+               f"seconds per phase {notes['load_phases_s']}."
                if "load_flips" in notes else ""),
             end,
         ])
