@@ -73,8 +73,8 @@ class ProofgymArguments:
         default="local", metadata={"help": "Verifier pool engine: `local` (processes here) or `ray` (a Ray cluster)."})
     audit: str | None = field(
         default=None,
-        metadata={"help": "Coq's independent coqc+coqchk audit of OK verdicts: always, sample or never "
-                          "(default: the verifier's, sampled)."})
+        metadata={"help": "The independent re-check of OK verdicts (Coq: coqc+coqchk; Dafny: its CLI), for "
+                          "every prover: always, sample or never (default: each verifier's, sampled)."})
     checkpoint_eval_steps: int = field(
         default=0, metadata={"help": "Evaluate a checkpoint on the held-out split every N steps (0: only at the end)."})
     checkpoint_eval_on_start: bool = field(
@@ -341,9 +341,9 @@ class PreparedRun:
 def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
     """Construct (and close) each system's verifier here: a missing prover fails now, with what to install
     (a VerifierError: `proofgym train` exits 3 for it, as the README says)."""
-    from proofgym.envs.verifiers.base import require_provers
+    from proofgym.envs.verifiers.base import audit_options, require_provers
 
-    require_provers(systems, {"coq": {"audit": audit}} if audit else None)
+    require_provers(systems, audit_options(audit) or None)
 
 
 def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
@@ -392,10 +392,11 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
 
 
 def make_pool(cfg: Any) -> Any:
-    """The verifier pool that scores rewards (``verifier_workers`` processes, ``audit`` for Coq)."""
+    """The verifier pool that scores rewards (``verifier_workers`` processes, ``audit`` for every prover)."""
+    from proofgym.envs.verifiers.base import audit_options
     from proofgym.envs.verifiers.pool import make_pool as make
 
-    system_kwargs = {"coq": {"audit": cfg.audit}} if cfg.audit else {}
+    system_kwargs = audit_options(cfg.audit)
     extra = {"verifier_factory": cfg.verifier_factory} if cfg.verifier_factory else {}
     return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs, **extra)
 
