@@ -93,6 +93,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--no-greedy", action="store_true", help="skip the greedy evaluation")
     g.add_argument("--bootstrap", type=int, default=10000, help="paired bootstrap resamples")
     g.add_argument("--arms", default=",".join(ARMS), help=f"arms to run (default {','.join(ARMS)}; sft is needed)")
+    g.add_argument("--eval-arms", help="evaluate only these of the arms (comma-separated; default: all of --arms); "
+                   "the report then covers the arms evaluated in this run")
     g.add_argument("--phase", choices=("all", "train", "eval"), default="all",
                    help="train: only train the arms; eval: only evaluate them (and write the report); all: both. "
                         "Arms already trained or evaluated under --out are reused, so a killed run resumes, and "
@@ -498,12 +500,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"trained: {', '.join(checkpoints)} (evaluate with --phase eval)")
         return 0
     results: dict[str, Any] = {}
+    chosen = [a.strip() for a in args.eval_arms.split(",") if a.strip()] if args.eval_arms else list(checkpoints)
     for name, checkpoint in checkpoints.items():
+        if name not in chosen:
+            continue
         say(f"evaluating {name} on the held-out split")
         results[name] = evaluate_arm(args, heldout, checkpoint, out, name)
         zeros = dict.fromkeys(results[name]["per_task_pass@1"], 0.0)
         results[name]["ci"] = paired_bootstrap(results[name]["per_task_pass@1"], zeros, resamples=args.bootstrap,
                                                seed=args.seed)
+    if "sft" not in results:
+        say(f"evaluated: {', '.join(results)} (the report needs sft: rerun with it among --eval-arms)")
+        return 0
     base = results["sft"]["per_task_pass@1"]
     deltas = {arm: paired_bootstrap(r["per_task_pass@1"], base, resamples=args.bootstrap, seed=args.seed)
               for arm, r in results.items() if arm != "sft"}
