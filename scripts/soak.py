@@ -144,8 +144,8 @@ def load_suites(extra: list[str], systems: tuple[str, ...] = ("coq",), *, built:
     """Tasks of ``systems``: Coq's tiny suite, built suites present here, ``extra`` paths, and for HOL Light
     (when installed and its suite is not built) :data:`HOL_TASKS`. Only systems with a wired verifier."""
     from proofgym.envs.proof_env import load_task_list
+    from proofgym.envs.systems import wired_systems
     from proofgym.envs.tasks.suites import SuiteNotFound
-    from proofgym.envs.verifiers import base
 
     sources: list[str] = [str(TINY_SUITE)]
     for name in ("coq-stdlib", "hol-light") if built else ():
@@ -159,9 +159,9 @@ def load_suites(extra: list[str], systems: tuple[str, ...] = ("coq",), *, built:
     tasks: dict[str, Task] = {}
     for source in dict.fromkeys(sources):
         for task in load_task_list(source):
-            if task.system in base._VERIFIERS and task.system in systems:
+            if task.system in wired_systems() and task.system in systems:
                 tasks.setdefault(task.id, task)
-    if "hol_light" in systems and "hol_light" in base._VERIFIERS \
+    if "hol_light" in systems and "hol_light" in wired_systems() \
             and not any(t.system == "hol_light" for t in tasks.values()):
         from proofgym.envs.verifiers.hol_light import hol_light_installed
 

@@ -378,3 +378,5 @@ def test_serve_verifier_command_on_real_coq(tiny_suite):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
