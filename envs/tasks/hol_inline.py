@@ -6,8 +6,8 @@ file, ``loadt`` every time), and TacticTrace's ``collect-toplevel-thms`` then li
 ``let NAME = prove(goal, proof)`` and ``let NAME = time prove(goal, proof)`` with the file it came
 from. This module reimplements those rules on source text:
 
-- :func:`split_phrases` cuts a file at toplevel ``;;`` like the HOL Light lexer's, but jumps from one
-  special character to the next with a regex: ten times faster (s2n-bignum has 56 MB of ML);
+- :func:`split_phrases` (the HOL Light lexer's) cuts a file at toplevel ``;;``; it jumps from one
+  special character to the next with a regex, fast enough for s2n-bignum's 56 MB of ML;
 - :func:`blank_comments` replaces comments by spaces, keeping every offset;
 - :func:`toplevel_theorems` finds the theorems of one phrase as the bench's AST rule does: the pattern
   is a plain name (``let _ = prove(...)`` binds no name and is not a theorem), the right-hand side is
@@ -24,83 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proofgym.envs.verifiers.hol_light.lexer import Phrase
-
-_SCAN = re.compile(r"\(\*|\"|`|'|;;")
-_COMMENT = re.compile(r"\(\*|\*\)|\"")
-_CHAR = re.compile(r"'(?:[^\\']|\\(?:[\\'\"ntbr ]|\d{3}|x[0-9a-fA-F]{2}))'")
+from proofgym.envs.verifiers.hol_light.lexer import CHAR_LITERAL as _CHAR
+from proofgym.envs.verifiers.hol_light.lexer import Phrase, skip_string, split_phrases
+from proofgym.envs.verifiers.hol_light.lexer import regions as _regions
 
 
 def _skip_string(text: str, i: int) -> int:
     """Index just past the string literal opening at ``text[i]`` (the end of the text if it never closes)."""
-    j = i + 1
-    while True:
-        k = text.find('"', j)
-        if k < 0:
-            return len(text)
-        backslashes = 0
-        while text[k - 1 - backslashes] == "\\":
-            backslashes += 1
-        if backslashes % 2 == 0:
-            return k + 1
-        j = k + 1
-
-
-def _skip_comment(text: str, i: int) -> int:
-    """Index just past the (nested) comment opening at ``text[i]``; strings inside it are lexed as strings."""
-    depth, j = 0, i
-    while True:
-        m = _COMMENT.search(text, j)
-        if m is None:
-            return len(text)
-        tok = m.group(0)
-        if tok == "(*":
-            depth, j = depth + 1, m.end()
-        elif tok == "*)":
-            depth, j = depth - 1, m.end()
-            if depth == 0:
-                return j
-        else:
-            j = _skip_string(text, m.start())
-
-
-def _regions(text: str) -> Iterator[tuple[str, int, int]]:
-    """``(kind, start, end)`` of each comment, string, quotation and ``;;`` of ``text``, in order."""
-    i = 0
-    while True:
-        m = _SCAN.search(text, i)
-        if m is None:
-            return
-        tok, s = m.group(0), m.start()
-        if tok == "(*":
-            i = _skip_comment(text, s)
-            yield "comment", s, i
-        elif tok == '"':
-            i = _skip_string(text, s)
-            yield "string", s, i
-        elif tok == "`":
-            k = text.find("`", s + 1)
-            i = len(text) if k < 0 else k + 1
-            yield "quotation", s, i
-        elif tok == "'":
-            c = _CHAR.match(text, s)
-            i = c.end() if c else s + 1
-        else:
-            i = s + 2
-            yield "end", s, i
-
-
-def split_phrases(source: str) -> list[Phrase]:
-    """Cut ML source at toplevel ``;;`` (not in comments, strings, chars or quotations)."""
-    phrases: list[Phrase] = []
-    start = 0
-    for kind, s, e in _regions(source):
-        if kind == "end":
-            phrases.append(Phrase(start, s, source[start:s]))
-            start = e
-    if source[start:].strip():
-        phrases.append(Phrase(start, len(source), source[start:]))
-    return phrases
+    return skip_string(text, i) or len(text)
 
 
 def blank_comments(text: str) -> str:
