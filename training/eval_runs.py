@@ -169,11 +169,8 @@ def run_prefix(cfg: EvalConfig) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def run_identity(cfg: EvalConfig, suite_sha: str, agent: Agent, strategy: Strategy) -> dict[str, Any]:
