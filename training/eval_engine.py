@@ -18,7 +18,6 @@ all stops the run (:class:`~proofgym.agents.base.ModelUnavailable`).
 
 from __future__ import annotations
 
-import inspect
 import json
 import threading
 import time
@@ -39,7 +38,7 @@ from proofgym.envs.proof_env import WholeProofEnv
 from proofgym.envs.systems import load_object
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.base import make_verifier
-from proofgym.envs.verifiers.pool import PoolResult, make_pool
+from proofgym.envs.verifiers.pool import PoolResult, construct_verifier, make_pool
 from proofgym.training.eval_metrics import EvalSummary, summarize
 from proofgym.training.eval_runs import ensure_writable, read_results, repair_tail
 
@@ -127,14 +126,7 @@ def local_verifiers(verifier: str | None, verifier_kwargs: Mapping[str, Any] | N
 
     def make(system: str) -> Any:
         kwargs = {**dict(verifier_kwargs or {}), **dict((system_kwargs or {}).get(system, {}))}
-        if verifier is None:
-            return make_verifier(system, **kwargs)
-        factory = load_object(verifier)
-        try:
-            takes_system = "system" in inspect.signature(factory).parameters
-        except (TypeError, ValueError):
-            takes_system = True
-        return factory(system, **kwargs) if takes_system else factory(**kwargs)
+        return construct_verifier(make_verifier if verifier is None else load_object(verifier), system, kwargs)
 
     return make
 

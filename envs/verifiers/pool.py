@@ -584,8 +584,12 @@ def _set_parent_death_signal() -> None:
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def _construct(make: VerifierFactory, system: str, kwargs: dict[str, Any]) -> Any:
-    """``make(system, **kwargs)`` for factories that take the system (make_verifier), else ``make(**kwargs)``."""
+def construct_verifier(make: VerifierFactory, system: str, kwargs: Mapping[str, Any]) -> Any:
+    """``make(system, **kwargs)`` for factories that take the system (make_verifier), else ``make(**kwargs)``.
+
+    The pool's workers build their verifiers with it; so does anything that needs a verifier made
+    the same way in its own process (eval's ``local_verifiers``, for a tactic session).
+    """
     try:
         takes_system = "system" in inspect.signature(make).parameters
     except (TypeError, ValueError):
@@ -630,7 +634,7 @@ def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | s
             try:
                 verifier = verifiers.get(task.system)
                 if verifier is None:
-                    verifier = _construct(make, task.system,
+                    verifier = construct_verifier(make, task.system,
                                           {**verifier_kwargs, **system_kwargs.get(task.system, {})})
                     verifiers[task.system] = verifier
                 prepare = getattr(verifier, "prepare", None)
