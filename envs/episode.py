@@ -144,21 +144,24 @@ class Episode:
     Args:
         task: The task.
         max_attempts: The turn budget (attempts, harness failures included).
-        reward_map: Verdict -> reward (default OK 1, CHEATING -1, else 0).
+        reward_map: Verdict -> reward (default OK 1, CHEATING -1, else 0), or a ``CheckResult -> reward``
+            callable (a TRL rollout's shaped reward).
         ends_on: Verdicts that end the episode (default: ``OK``; a rollout also stops on ``CHEATING``;
             the tool env on none, since its last answer is scored elsewhere).
         stop_on_failure: Whether a harness failure ends the episode.
         feedback_chars: Longest feedback text (``None``: the result's default).
     """
 
-    def __init__(self, task: Task, *, max_attempts: int = 1, reward_map: RewardMap | Mapping[str, float] | None = None,
+    def __init__(self, task: Task, *, max_attempts: int = 1,
+                 reward_map: RewardMap | Mapping[str, float] | Callable[[CheckResult], float | None] | None = None,
                  ends_on: frozenset[Verdict] | set[Verdict] = frozenset({Verdict.OK}), stop_on_failure: bool = True,
                  feedback_chars: int | None = None) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         self.task = task
         self.max_attempts = int(max_attempts)
-        self.reward_map = reward_map if isinstance(reward_map, RewardMap) else RewardMap.from_mapping(reward_map)
+        # A RewardMap is itself a CheckResult -> reward callable; a mapping (or None) becomes one.
+        self.reward_map = reward_map if callable(reward_map) else RewardMap.from_mapping(reward_map)
         self.ends_on = frozenset(ends_on)
         self.stop_on_failure = stop_on_failure
         self.feedback_chars = feedback_chars

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from proofgym.agents.base import require
 from proofgym.agents.hf import SMOLLM2_INSTALL, smollm2_gguf
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.types import Task
+from proofgym.training.eval_runs import slug
 
 MODEL_KEYWORDS = ("auto", "smollm2", "tiny")
 
@@ -124,19 +124,10 @@ def proofgym_post_init(cfg: Any, algo: str) -> None:
         cfg.gradient_checkpointing = None
 
 
-def _slug(text: str) -> str:
-    path = Path(text)
-    if path.suffix in (".jsonl", ".json", ".gguf"):
-        text = path.stem
-    elif "/" in text or os.sep in text:
-        text = path.name or text
-    return re.sub(r"[^\w.@+-]+", "-", text).strip("-")[:60] or "-"
-
-
 def run_name(suite: str, algo: str, model: str, seed: int, when: float | None = None) -> str:
     """``{suite}__{algo}__{model}__{seed}__{YYYYmmdd-HHMMSS}`` (CleanRL-style run identity)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
-    return f"{_slug(suite)}__{algo}__{_slug(model)}__{seed}__{stamp}"
+    return f"{slug(suite)}__{algo}__{slug(model)}__{seed}__{stamp}"
 
 
 # -- config files ----------------------------------------------------------------------------------

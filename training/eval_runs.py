@@ -146,10 +146,17 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def slug(text: str, limit: int = 60) -> str:
-    """``text`` as a piece of a run dir name (an existing path gives its last part)."""
-    if os.sep in text or "/" in text:
-        path = Path(text)
-        text = path.name if path.exists() else text
+    """``text`` as a piece of a run name (eval's run dirs, training's run names).
+
+    A suite or model file gives its stem (``/x/coq-stdlib.jsonl`` -> ``coq-stdlib``, ``m.gguf`` -> ``m``),
+    an existing path its last part; anything else, a hub id included, keeps all of it
+    (``org/model`` -> ``org-model``: two orgs' models of one name stay apart).
+    """
+    path = Path(text)
+    if path.suffix in (".jsonl", ".json", ".gguf"):
+        text = path.stem
+    elif (os.sep in text or "/" in text) and path.exists():
+        text = path.name
     return re.sub(r"[^\w.@+-]+", "-", text).strip("-")[:limit] or "-"
 
 
@@ -197,13 +204,29 @@ class RunPaths:
         return cls(out, out / "results.jsonl", out / "config.json", out / "summary.json")
 
 
+def _named_like(name: str, cfg: EvalConfig) -> bool:
+    """Whether run dir ``name`` has this command's run prefix, the model's part aside.
+
+    Before the one :func:`slug`, a model file kept its suffix in eval's dir names (``m.gguf``, now
+    ``m``): such a run is still found, and the identity in its config.json (which names the model)
+    decides whether it is the same command.
+    """
+    if name.startswith(run_prefix(cfg) + "__"):
+        return True
+    if not cfg.model:
+        return False
+    parts, want = name.split("__")[:-1], run_prefix(cfg).split("__")
+    return len(parts) == len(want) and parts[:2] == want[:2] and parts[3:] == want[3:]
+
+
 def find_resumable(cfg: EvalConfig, identity: Mapping[str, Any]) -> Path | None:
     """The newest run dir under ``runs_dir`` made by the same command (same identity), if any."""
     root = Path(cfg.runs_dir)
     if not root.is_dir():
         return None
-    prefix = run_prefix(cfg) + "__"
-    for candidate in sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(prefix)), reverse=True):
+    # newest first by the start time that ends the name (an old-style name sorts apart from a new one otherwise)
+    named = [p for p in root.iterdir() if p.is_dir() and _named_like(p.name, cfg)]
+    for candidate in sorted(named, key=lambda p: p.name.rsplit("__", 1)[-1], reverse=True):
         try:
             stored = json.loads((candidate / "config.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):

@@ -68,7 +68,8 @@ from typing import Any
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.rewards import RewardMap
-from proofgym.envs.types import Task, Verdict
+from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.verifiers.pool import Boundary, HarnessFailure, PoolClosed, PoolResult, classify_failure
 
 HARNESS = "HARNESS_FAILURE"
 """What the completions table shows in the ``verdict`` column for a harness failure."""
@@ -158,6 +159,22 @@ def check_reward_policy(reward_map: RewardMap, format_bonus: float = 0.0) -> Non
     if format_bonus and top >= ok:
         raise ValueError(f"format_bonus {format_bonus} lifts FAIL/TIMEOUT to {top}, not below OK ({ok}): "
                          f"keep it small (e.g. 0.1) so that only a proof earns the top reward")
+
+
+def harness_error(result: Any) -> str:
+    """One line for a pool result's harness failure: its boundary, then what broke (``verifier: VerifierCrashed: ...``)."""
+    return f"{result.error_kind}: {result.harness_error}"
+
+
+def pool_failure(exc: BaseException) -> HarnessFailure:
+    """The harness failure of a batch the pool could not check at all (closed, past the batch's wait, broken)."""
+    if isinstance(exc, PoolClosed):
+        boundary = Boundary.CLOSED
+    elif isinstance(exc, TimeoutError):
+        boundary = Boundary.WATCHDOG
+    else:
+        boundary = Boundary(classify_failure(exc))
+    return HarnessFailure(boundary, f"{type(exc).__name__}: {exc}")
 
 
 def shaped_reward(result: Any, reward_map: RewardMap, format_bonus: float = 0.0) -> float | None:
@@ -261,26 +278,36 @@ class VerifierReward:
         """The proof to check: the completion's last fenced block, its statement copy removed."""
         return parse_proof(completion_text(completion), statement=statement_to_strip(task)).proof
 
-    def check(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[Outcome]:
-        """Check ``proofs`` in parallel on the pool; a broken pool makes every outcome a harness failure."""
+    def check_results(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[PoolResult]:
+        """The pool's result for each proof, checked in parallel: a :class:`CheckResult` or a harness failure.
+
+        A pool that cannot check the batch at all (closed, past ``timeout_s``, broken) gives every
+        proof a :class:`~proofgym.envs.verifiers.pool.HarnessFailure`; nothing is raised.
+        """
         if self.pool is None:
             raise ProofgymError("VerifierReward needs a verifier pool to check proofs")
         try:
-            results = self.pool.check_batch(list(zip(tasks, proofs, strict=True)), timeout=self.timeout_s)
+            return list(self.pool.check_batch(list(zip(tasks, proofs, strict=True)), timeout=self.timeout_s))
         except (VerifierError, TimeoutError, OSError) as exc:
-            text = f"{type(exc).__name__}: {exc}"
-            return [Outcome(None, None, harness_error=text, proof=p) for p in proofs]
-        outcomes = []
-        for result, proof in zip(results, proofs, strict=True):
-            if result.result is None:
-                outcomes.append(Outcome(None, None, harness_error=f"{result.error_kind}: {result.harness_error}",
-                                        proof=proof))
-            else:
-                r = result.result
-                outcomes.append(Outcome(r.verdict.value, shaped_reward(r, self.reward_map, self.format_bonus),
-                                        r.reasons, r.wall_s, proof=proof,
-                                        feedback=r.feedback(self.feedback_chars)))
-        return outcomes
+            failure = pool_failure(exc)
+            return [PoolResult(None, t.id, t.system, failure) for t in tasks]
+
+    def reward_of(self, result: CheckResult) -> float | None:
+        """The reward of one verdict: the reward map's, plus ``format_bonus`` where it applies."""
+        return shaped_reward(result, self.reward_map, self.format_bonus)
+
+    def outcome(self, result: Any, proof: str) -> Outcome:
+        """The :class:`Outcome` of one pool result (see :meth:`check_results`) for ``proof``."""
+        checked = result.result
+        if checked is None:
+            return Outcome(None, None, harness_error=harness_error(result), proof=proof)
+        return Outcome(checked.verdict.value, self.reward_of(checked), checked.reasons, checked.wall_s, proof=proof,
+                       feedback=checked.feedback(self.feedback_chars))
+
+    def check(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[Outcome]:
+        """Check ``proofs`` in parallel on the pool; a broken pool makes every outcome a harness failure."""
+        results = self.check_results(tasks, proofs)
+        return [self.outcome(result, proof) for result, proof in zip(results, proofs, strict=True)]
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, *,
                  task_id: Sequence[str], trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,

@@ -2,11 +2,13 @@
 
 :class:`RepairRollout` is passed to ``GRPOTrainer(rollout_func=...)``. TRL calls it with the
 prompts of a generation batch, each already repeated ``num_generations`` times, and the
-trainer. For each prompt it runs up to ``max_turns`` turns:
+trainer. Each prompt is one :class:`~proofgym.envs.episode.Episode` (the loop the env, eval and
+the strategies share) of up to ``max_turns`` turns:
 
-1. the policy writes a reply (one batched ``generate`` for all prompts still going);
-2. the proof in it is checked on the verifier pool;
-3. OK, CHEATING or a harness failure ends the episode; otherwise the verifier's feedback,
+1. the policy writes a reply (one batched ``generate`` for the episodes not yet done);
+2. the proof in it is checked on the verifier pool (the whole batch at once) and the episode
+   ``record``s the result, or ``fail``s on a harness failure;
+3. OK, CHEATING or a harness failure ends the episode; otherwise the episode's feedback,
    worded as evaluation's repair round words it, becomes the next user turn.
 
 One episode is one completion for TRL: the replies and the feedback turns between them
@@ -33,13 +35,12 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from proofgym.envs.episode import FINAL_VERDICTS, Episode, Turn
 from proofgym.envs.rewards import RewardMap
-from proofgym.envs.types import Task, Verdict
+from proofgym.envs.types import Task
 from proofgym.training.data import prompt_key, prompt_messages, repair_message
 from proofgym.training.distributed import max_across_ranks
-from proofgym.training.rewards import Outcome, VerifierReward
-
-_FINAL = {Verdict.OK.value, Verdict.CHEATING.value}
+from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
 
 class Generator(Protocol):
@@ -230,7 +231,10 @@ class RepairRollout:
         generate = self.generator or TrainerGenerator(trainer)
         turn_tokens = self.turn_tokens or getattr(trainer.args, "max_completion_length", None) or 256
         n = len(prompts)
-        tasks = [self.task_for(p) for p in prompts]
+        # The episode's feedback is the reward's (feedback_chars of it); the policy is shown its first
+        # self.feedback_chars characters, as before the loop was shared.
+        episodes = [Episode(self.task_for(p), max_attempts=self.max_turns, reward_map=self.checker.reward_of,
+                            ends_on=FINAL_VERDICTS, feedback_chars=self.checker.feedback_chars) for p in prompts]
         conversations = [[dict(m) for m in p] for p in prompts]
         before = [render_chat(tokenizer, c, generation_prompt=True) for c in conversations]
         prompt_ids = [token_ids(tokenizer, text) for text in before]
@@ -238,54 +242,62 @@ class RepairRollout:
         env_mask: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         have_logprobs = True
-        outcomes: list[Outcome] = [Outcome(None, None, harness_error="not run")] * n
-        wall = [0.0] * n
-        active = list(range(n))
         device = getattr(getattr(trainer, "accelerator", None), "device", None)
-        for turn in range(1, self.max_turns + 1):
+        for _ in range(self.max_turns):
+            live = [i for i, episode in enumerate(episodes) if not episode.done]
             # Lockstep: every rank runs a turn while any rank has an episode going, with the same batch width
             # (ZeRO-3 gathers weights per generation, vLLM server mode gathers prompts and slices the replies
             # by equal shares). A rank with fewer episodes pads with a copy of its first prompt and drops the reply.
-            width = max_across_ranks(len(active), device)
+            width = max_across_ranks(len(live), device)
             if width == 0:
                 break
-            batch = [prompt_ids[i] + completion_ids[i] for i in active]
+            batch = [prompt_ids[i] + completion_ids[i] for i in live]
             batch += [prompt_ids[0]] * (width - len(batch))
             new_ids, new_logprobs = generate(batch, turn_tokens)
-            new_ids = new_ids[:len(active)]
-            new_logprobs = new_logprobs[:len(active)] if new_logprobs is not None else None
-            if not active:
+            new_ids = new_ids[:len(live)]
+            new_logprobs = new_logprobs[:len(live)] if new_logprobs is not None else None
+            if not live:
                 continue
             have_logprobs = have_logprobs and new_logprobs is not None
             texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
-            turn_tasks = [tasks[i] for i in active]
+            turn_tasks = [episodes[i].task for i in live]
             proofs = [self.checker.proof_of(text, task) for text, task in zip(texts, turn_tasks, strict=True)]
-            checked = self.checker.check(turn_tasks, proofs)
-            still = []
-            for j, i in enumerate(active):
+            results = self.checker.check_results(turn_tasks, proofs)
+            for j, i in enumerate(live):
+                episode = episodes[i]
                 completion_ids[i] += new_ids[j]
                 env_mask[i] += [1] * len(new_ids[j])
                 logprobs[i] += list(new_logprobs[j]) if new_logprobs is not None else [0.0] * len(new_ids[j])
-                wall[i] += checked[j].wall_s
-                result = checked[j]
-                outcomes[i] = Outcome(result.verdict, self._reward(result, turn), result.reasons, wall[i],
-                                      result.harness_error, turn, result.proof, result.feedback)
-                if result.verdict is None or result.verdict in _FINAL or turn == self.max_turns:
+                if results[j].result is None:
+                    episode.fail(proofs[j], harness_error(results[j]))
+                else:
+                    episode.record(proofs[j], results[j].result)
+                if episode.done:
                     continue
                 conversations[i].append({"role": "assistant", "content": texts[j]})
-                feedback = repair_message(tasks[i].system, result.feedback[: self.feedback_chars])
+                feedback = repair_message(episode.task.system, episode.feedback[: self.feedback_chars])
                 extra, before[i] = self.feedback_ids(tokenizer, conversations[i], before[i], new_ids[j], feedback)
                 conversations[i].append(feedback)
                 completion_ids[i] += extra
                 env_mask[i] += [0] * len(extra)
                 logprobs[i] += [0.0] * len(extra)
-                still.append(i)
-            active = still
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                 "logprobs": logprobs if have_logprobs else None, "env_mask": env_mask,
-                "rollout_outcomes": [o.to_dict() for o in outcomes]}
+                "rollout_outcomes": [self.outcome(e).to_dict() for e in episodes]}
 
-    def _reward(self, outcome: Outcome, turn: int) -> float | None:
+    def outcome(self, episode: Episode) -> Outcome:
+        """What the reward function gets for an episode: its last verdict, discounted by the turns it took."""
+        last = episode.last
+        if last is None:
+            return Outcome(None, None, harness_error="not run")
+        result = last.result
+        wall_s = sum(t.result.wall_s for t in episode.turns if t.result is not None)
+        if result is None:
+            return Outcome(None, None, (), wall_s, last.harness_error, last.index, last.action)
+        return Outcome(result.verdict.value, self._reward(last, last.index), result.reasons, wall_s, "", last.index,
+                       last.action, last.feedback)
+
+    def _reward(self, outcome: Outcome | Turn, turn: int) -> float | None:
         if outcome.reward is None or outcome.reward <= 0:
             return outcome.reward
         return outcome.reward * self.turn_discount ** (turn - 1)
