@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import os
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,8 @@ from tests.conftest import requires_coq
 class FakeVerifier:
     """A verifier whose proof text says what to do; runs in the pool's worker processes.
 
-    ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``die`` -> SIGKILL
+    ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``load:C:W`` -> OK after C
+    seconds on a context this verifier has not seen (a context load), W on one it has; ``die`` -> SIGKILL
     itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``raise`` ->
     VerifierCrashed; ``raise-once:PATH`` -> VerifierCrashed unless PATH exists (and creates it); ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
     sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
@@ -53,6 +56,9 @@ class FakeVerifier:
         verb, _, arg = proof.partition(":")
         if verb == "sleep":
             time.sleep(float(arg))
+        elif verb == "load":
+            cold_s, _, warm_s = arg.partition(":")
+            time.sleep(float(cold_s if warm == "cold" else warm_s))
         elif verb == "die":
             os.kill(os.getpid(), signal.SIGKILL)
         elif verb == "die-once":
@@ -218,6 +224,31 @@ def test_a_busy_context_spills_to_an_idle_worker():
         assert len({r.result.messages[0] for r in results}) == 2, "both workers should share a hot context"
 
 
+def test_an_idle_worker_never_loads_a_context_twice_for_a_short_queue():
+    """A GRPO-shaped batch (checks grouped by context, a load 100x a warm check): an idle worker takes the checks of
+    a context nobody has loaded yet (with the rest of that context's queue), never a short queue's checks of a context
+    the other worker has warm. So each context is loaded once, and both workers work."""
+    requests = [(f"{c}/{k}", fake_task(4 * c + k, context=f"ctx{c}"), "load:1.0:0.01") for c in range(4) for k in range(4)]
+    with fake_pool(2) as p:
+        assert p.wait_ready(60)
+        results = p.check_batch(requests)
+        stats = p.stats()
+    cold = Counter(r.request_id.split("/")[0] for r in results if r.result.messages[1] == "cold")
+    assert cold == Counter({str(c): 1 for c in range(4)}), cold
+    assert stats["context_loads"] == 4, stats
+    assert len({r.result.messages[0] for r in results}) == 2, "both workers should have worked"
+
+
+def test_repeats_answered_by_the_verdict_cache_take_no_room():
+    """Eight identical checks with max_pending 2: the seven repeats wait on the first without holding room, so the
+    next prompt's check is submitted (and runs on the other worker) while the first still runs."""
+    with fake_pool(2, max_pending=2, verdict_cache=64) as p:
+        requests = [(i, fake_task(0, context="a"), "sleep:1.0") for i in range(8)]
+        requests.append((8, fake_task(1, context="b"), "ok"))
+        order = [r.request_id for r in p.imap_unordered(requests)]
+    assert order[0] == 8, order
+
+
 def test_routing_key_groups_a_file():
     a = Task("a", "coq", "Require A.", "Lemma a : True.", "", metadata={"file": "x.v"})
     b = Task("b", "coq", "Require A. Lemma a : True. Admitted.", "Lemma b : True.", "", metadata={"file": "x.v"})
@@ -321,6 +352,51 @@ def test_pool_verdicts_match_a_serial_verifier(tiny_suite):
         assert p.stats()["harness_failures"] == {}
     assert got == expected
     assert Verdict.OK in got.values() and Verdict.CHEATING in got.values()
+
+
+def counting_coq(loads_dir: str, **kwargs: Any) -> Any:
+    """A pool worker's CoqVerifier that writes a line (the context's hash) to ``loads_dir`` for each coqidetop it starts
+    to load a context."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    verifier = CoqVerifier(**kwargs)
+    session = verifier._session
+
+    def counted(context: str) -> Any:
+        before = verifier.stats["sessions_started"]
+        try:
+            return session(context)
+        finally:
+            if verifier.stats["sessions_started"] != before:
+                with open(os.path.join(loads_dir, f"{os.getpid()}.txt"), "a", encoding="utf-8") as f:
+                    f.write(hashlib.sha256(context.encode()).hexdigest()[:12] + "\n")
+
+    verifier._session = counted
+    return verifier
+
+
+@pytest.mark.prover
+@requires_coq
+def test_real_coq_loads_each_context_of_a_batch_once(tmp_path):
+    """Three contexts x four checks on two real Coq workers: each context is loaded by one coqidetop, once, and the
+    verdicts are a serial verifier's."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    tasks = [Task(f"loads.{c}", "coq", f"From Coq Require Import Lia List.\nDefinition c{c} := {c}.\n",
+                  f"Lemma l{c} : c{c} = {c}.", "Proof. reflexivity. Qed.", timeout_s=60) for c in range(3)]
+    proofs = ["Proof. reflexivity. Qed.", "Proof. Admitted.", "Proof. exact I. Qed.", "Proof. unfold c0. lia. Qed."]
+    requests = [(f"{t.id}/{i}", t, p) for t in tasks for i, p in enumerate(proofs)]
+    with CoqVerifier(audit="never") as serial:
+        expected = {rid: serial.check(t, p).verdict for rid, t, p in requests}
+    loads = tmp_path / "loads"
+    loads.mkdir()
+    with LocalVerifierPool(2, verifier_factory=counting_coq, verifier_kwargs={"loads_dir": str(loads)},
+                           system_kwargs={"coq": {"audit": "never"}}) as p:
+        got = {r.request_id: r.verdict for r in p.check_batch(requests)}
+        assert p.stats()["harness_failures"] == {}
+    assert got == expected
+    lines = [line for f in loads.iterdir() for line in f.read_text().split()]
+    assert sorted(Counter(lines).values()) == [1, 1, 1], lines
 
 
 @pytest.mark.prover

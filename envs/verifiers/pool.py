@@ -342,16 +342,23 @@ class VerifierPool(abc.ABC):
         with self._count_lock:
             self._pending += 1
         future: Future[PoolResult] = Future()
-        future.add_done_callback(self._release)
+        future.add_done_callback(self._finished)
         rid = next(self._ids) if request_id is None else request_id
         if not isinstance(proof, str):
+            self._capacity.release()
             future.set_running_or_notify_cancel()
             result = CheckResult(Verdict.ERROR, (f"proof must be text, got {type(proof).__name__}",),
                                  error_category=ErrorCategory.SYNTAX, backend="pool")
             future.set_result(PoolResult(rid, task.id, task.system, result, attempts=0))
             return future
         if self.verdict_cache is not None and self._from_cache(rid, task, proof, future):
+            # Answered from the cache, or waiting for the identical check that runs: it runs nothing, so it
+            # holds no room. A GRPO group repeats completions, and repeats that held room would keep the
+            # next prompts' checks (other contexts, for the other workers) from being submitted at all.
+            self._capacity.release()
+            future.without_check = True  # type: ignore[attr-defined]
             return future
+        future.add_done_callback(self._release)
         try:
             self._dispatch(rid, task, proof, future)
         except BaseException:
@@ -419,18 +426,21 @@ class VerifierPool(abc.ABC):
         """The verdict cache's counters (``{}`` when it is off)."""
         return self.verdict_cache.stats() if self.verdict_cache is not None else {}
 
-    def _release(self, _future: Future[PoolResult]) -> None:
+    def _finished(self, _future: Future[PoolResult]) -> None:
         with self._count_lock:
             self._pending -= 1
+
+    def _release(self, _future: Future[PoolResult]) -> None:
         self._capacity.release()
 
     # -- many at once -------------------------------------------------------------------------
     def imap_unordered(self, requests: Iterable[RequestLike], *, window: int | None = None) -> Iterator[PoolResult]:
-        """Results in completion order, at most ``window`` (default ``max_pending``) in flight.
+        """Results in completion order, at most ``window`` (default ``max_pending``) checks in flight.
 
         ``requests`` is pulled lazily: the next request is taken only when there is room, so a
-        generator that asks a model for each proof is throttled by the verifiers. Leaving the loop
-        early cancels what has not started.
+        generator that asks a model for each proof is throttled by the verifiers. A request answered
+        from the verdict cache, or waiting for the identical check that runs, takes no room. Leaving
+        the loop early cancels what has not started.
         """
         window = max(1, min(window or self.max_pending, self.max_pending))
         finished: queue.SimpleQueue[Future[PoolResult]] = queue.SimpleQueue()
@@ -439,7 +449,7 @@ class VerifierPool(abc.ABC):
         exhausted = False
         try:
             while True:
-                while not exhausted and len(inflight) < window:
+                while not exhausted and _checks(inflight) < window:
                     try:
                         request = next(source)
                     except StopIteration:
@@ -478,7 +488,7 @@ class VerifierPool(abc.ABC):
         exhausted = False
         try:
             while True:
-                while not exhausted and len(inflight) < window:
+                while not exhausted and _checks(inflight) < window:
                     try:
                         request = await source.__anext__()
                     except StopAsyncIteration:
@@ -521,6 +531,11 @@ class VerifierPool(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _checks(inflight: set[Future[PoolResult]]) -> int:
+    """How many of ``inflight`` are checks that run (not answered from, or waiting on, the verdict cache)."""
+    return sum(1 for f in inflight if not getattr(f, "without_check", False))
 
 
 async def _aiter(requests: Iterable[RequestLike] | AsyncIterable[RequestLike]) -> AsyncIterator[RequestLike]:
@@ -681,6 +696,8 @@ class _Job:
     check_deadline: float = 0.0  # when the verdict is due (0: the worker's verifier is not ready yet)
     running: bool = False
     watchdog_fired: bool = False
+    cold: bool = False  # sent to a worker that did not have its context warm: its time includes the load
+    ran_at: float = 0.0  # when the worker said it started the check (its verifier ready)
 
 
 @dataclass(eq=False)
@@ -699,6 +716,13 @@ class _Slot:
     broken: bool = False
     checks: int = 0
     tmpdir: str = ""
+    # Routing keys whose contexts this worker process has loaded (it ran a check of them), most recent last:
+    # what the scheduler takes to be warm there. Emptied when the process is replaced.
+    warm: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def holds(self, key: str) -> bool:
+        """Whether this worker has ``key``'s context warm, or is loading it now."""
+        return key in self.warm or (self.current is not None and self.current.key == key)
 
     @property
     def load(self) -> int:
@@ -707,6 +731,53 @@ class _Slot:
     @property
     def usable(self) -> bool:
         return not self.broken
+
+
+#: What the scheduler takes a context load to cost before it has timed one (seconds): a stdlib context in a fresh
+#: coqidetop is of this order; a warm check is milliseconds, so until loads are timed nothing warm elsewhere is stolen
+#: for a queue of a few checks.
+DEFAULT_LOAD_ESTIMATE_S = 1.0
+_EWMA = 0.3  # weight of the newest time in the scheduler's estimates
+#: An idle worker takes a check whose context only another worker has warm when the check would wait there longer
+#: than this many loads of it: a second load costs memory and, on a machine with fewer free cores than workers, the
+#: other workers' CPU too, and the times it is weighed with are averages.
+STEAL_MARGIN = 2.0
+
+
+class _Estimates:
+    """What the scheduler knows of how long checks take: per system, an average warm check; per routing key
+    (else per system), what loading its context adds to a check. Averages of the measured times (exponentially
+    weighted: a machine's load changes), each from the worker's "running" to its answer."""
+
+    def __init__(self, prior_load_s: float) -> None:
+        self.prior_load_s = prior_load_s
+        self._warm: dict[str, float] = {}
+        self._cold_by_system: dict[str, float] = {}
+        self._cold: OrderedDict[str, float] = OrderedDict()
+
+    @staticmethod
+    def _mix(old: float | None, new: float) -> float:
+        return new if old is None else (1 - _EWMA) * old + _EWMA * new
+
+    def record(self, job: _Job, seconds: float) -> None:
+        system = job.task.system
+        if job.cold:
+            self._cold[job.key] = self._mix(self._cold.get(job.key), seconds)
+            self._cold.move_to_end(job.key)
+            if len(self._cold) > 65536:
+                self._cold.popitem(last=False)
+            self._cold_by_system[system] = self._mix(self._cold_by_system.get(system), seconds)
+        else:
+            self._warm[system] = self._mix(self._warm.get(system), seconds)
+
+    def check_s(self, system: str) -> float:
+        """A warm check's seconds (0 until one is timed: then no wait counts as long)."""
+        return self._warm.get(system, 0.0)
+
+    def load_s(self, key: str, system: str) -> float:
+        """What loading ``key``'s context adds to a check: its cold time less a warm one."""
+        cold = self._cold.get(key, self._cold_by_system.get(system))
+        return self.prior_load_s if cold is None else max(0.0, cold - self.check_s(system))
 
 
 def _default_watchdog(task: Task) -> float:
@@ -735,7 +806,12 @@ class LocalVerifierPool(VerifierPool):
         max_retries: How many times a check is retried when its worker died under it (on a fresh worker) or its
             verifier broke (``verifier`` harness failure: on a freshly started verifier).
         watchdog_s: Seconds (or ``task -> seconds``) after which a silent check's worker is killed.
-        spill_at: A context's warm workers all this loaded and another idle: the idle one takes it.
+        spill_at: 0 (the default): where a check goes is decided when a worker is idle (see :meth:`_next_job`).
+            N > 0: the older rule as well, at submit time: when a context's warm workers all have N checks, an idle
+            worker takes the next one (it loads the context even when the warm worker would be done sooner).
+        warm_contexts: How many contexts the scheduler takes a worker to keep warm (the Coq verifier's
+            ``max_sessions``, default 4): a worker is taken to have lost the least recently used beyond these.
+        load_estimate_s: What a context load is taken to cost until the pool has timed one.
         verifier_factory: ``(system, **kwargs) -> Verifier`` (or ``"module:attr"``; a factory without a
             ``system`` parameter is called with the kwargs only, as ``run_eval(verifier=...)`` does); make_verifier
             by default.
@@ -760,7 +836,9 @@ class LocalVerifierPool(VerifierPool):
         max_pending: int | None = None,
         max_retries: int = 1,
         watchdog_s: float | Callable[[Task], float] | None = None,
-        spill_at: int = 2,
+        spill_at: int = 0,
+        warm_contexts: int = 4,
+        load_estimate_s: float = DEFAULT_LOAD_ESTIMATE_S,
         verifier_factory: VerifierFactory | str | None = None,
         start_timeout_s: float = 120.0,
         mp_context: str = "spawn",
@@ -776,7 +854,9 @@ class LocalVerifierPool(VerifierPool):
         super().__init__(max_pending=max_pending or 4 * workers, verdict_cache=verdict_cache)
         self.workers = int(workers)
         self.max_retries = int(max_retries)
-        self.spill_at = max(1, int(spill_at))
+        self.spill_at = max(0, int(spill_at))
+        self.warm_contexts = max(1, int(warm_contexts))
+        self._estimates = _Estimates(float(load_estimate_s))
         self._watchdog = watchdog_s if callable(watchdog_s) else (
             _default_watchdog if watchdog_s is None else (lambda _task, s=float(watchdog_s): s))
         self._factory = verifier_factory
@@ -786,7 +866,6 @@ class LocalVerifierPool(VerifierPool):
         self._ctx = multiprocessing.get_context(mp_context)
         self._lock = threading.RLock()
         self._slots = [_Slot(i) for i in range(self.workers)]
-        self._affinity: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # key -> [(slot, generation)]
         self._seq = itertools.count()
         self._stopping = False
         self._root = tempfile.mkdtemp(prefix="proofgym-pool-")
@@ -833,7 +912,7 @@ class LocalVerifierPool(VerifierPool):
     def stats(self) -> dict[str, Any]:
         with self._lock:
             per_worker = [{"index": s.index, "pid": s.pid, "ready": s.ready, "load": s.load, "checks": s.checks,
-                           "broken": s.broken} for s in self._slots]
+                           "broken": s.broken, "warm_contexts": len(s.warm)} for s in self._slots]
             return {
                 "engine": self.engine,
                 "workers": self.workers,
@@ -845,6 +924,8 @@ class LocalVerifierPool(VerifierPool):
                 "completed": self._counters["completed"],
                 "retries": self._counters["retries"],
                 "worker_restarts": self._counters["restarts"],
+                "context_loads": self._counters["context_loads"],  # checks sent to a worker without their context warm
+                "stolen": self._counters["stolen"],  # checks an idle worker took from another's queue
                 "verdicts": dict(self._verdicts),
                 "harness_failures": dict(self._harness),
                 "per_worker": per_worker,
@@ -885,33 +966,20 @@ class LocalVerifierPool(VerifierPool):
         self._wake()
 
     def _choose(self, key: str) -> _Slot | None:
-        """The worker for ``key``: a warm one; an idle one when the warm ones are busy; else the least loaded."""
+        """The worker for a new check of ``key``: the least loaded of those that have it warm or queued, else the
+        least loaded. (An idle worker may take it from there later: :meth:`_next_job`.)"""
         usable = [s for s in self._slots if s.usable]
         if not usable:
             return None
-        warm = [self._slots[i] for i, gen in self._affinity.get(key, ()) if self._slots[i].usable
-                and self._slots[i].generation == gen]
-        if warm:
-            self._affinity.move_to_end(key)
-            best = min(warm, key=lambda s: s.load)
-            if best.load < self.spill_at:
+        holders = [s for s in usable if s.holds(key) or any(job.key == key for job in s.queue)]
+        if holders:
+            best = min(holders, key=lambda s: s.load)
+            if not self.spill_at or best.load < self.spill_at:
                 return best
-            idle = [s for s in usable if s.load == 0 and s.ready and s not in warm]
-            if not idle:
-                return best
-            chosen = idle[0]
-        else:
-            offset = int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16)
-            chosen = min(usable, key=lambda s: (s.load, (s.index + offset) % len(self._slots)))
-        self._remember(key, chosen)
-        return chosen
-
-    def _remember(self, key: str, slot: _Slot) -> None:
-        entries = [(i, g) for i, g in self._affinity.get(key, ()) if self._slots[i].generation == g and i != slot.index]
-        self._affinity[key] = [*entries, (slot.index, slot.generation)]
-        self._affinity.move_to_end(key)
-        while len(self._affinity) > 65536:
-            self._affinity.popitem(last=False)
+            idle = [s for s in usable if s.load == 0 and s.ready and s not in holders]
+            return idle[0] if idle else best
+        offset = int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16)
+        return min(usable, key=lambda s: (s.load, (s.index + offset) % len(self._slots)))
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # full (already woken) or closed
@@ -983,7 +1051,8 @@ class LocalVerifierPool(VerifierPool):
                         continue
                     if message[0] == "running":
                         if slot.current is not None and slot.current.seq == message[1]:
-                            slot.current.check_deadline = (time.monotonic() + slot.current.task.timeout_s
+                            slot.current.ran_at = time.monotonic()
+                            slot.current.check_deadline = (slot.current.ran_at + slot.current.task.timeout_s
                                                            + self.context_allowance_s)
                         continue
                     _, seq, result, kind, text = message
@@ -995,6 +1064,11 @@ class LocalVerifierPool(VerifierPool):
                         result = self._late(job)  # never a late OK
                     slot.current = None
                     slot.checks += 1
+                    if result is not None and job.ran_at:
+                        self._estimates.record(job, time.monotonic() - job.ran_at)
+                    if result is None and kind == "verifier":  # the worker dropped that system's verifier
+                        for key in [k for k in slot.warm if k.startswith(f"{job.task.system}:")]:
+                            del slot.warm[key]
                     if result is None and kind == "verifier" and job.attempts <= self.max_retries:
                         # The prover broke under the check (killed, crashed): the worker has dropped that
                         # verifier, so the retry runs on a fresh one. A prover that cannot start fails again.
@@ -1022,6 +1096,14 @@ class LocalVerifierPool(VerifierPool):
                 job.started = time.monotonic()
                 job.deadline = job.started + float(self._watchdog(job.task))
                 job.check_deadline = 0.0
+                job.ran_at = 0.0
+                job.cold = job.key not in slot.warm
+                if job.cold:
+                    self._counters["context_loads"] += 1
+                slot.warm[job.key] = None
+                slot.warm.move_to_end(job.key)
+                while len(slot.warm) > self.warm_contexts:
+                    slot.warm.popitem(last=False)
                 slot.current = job
                 try:
                     slot.conn.send((job.seq, job.task, job.proof))
@@ -1037,22 +1119,71 @@ class LocalVerifierPool(VerifierPool):
                     finished.append((job, self._failure(job, "internal", f"cannot send the check: {exc}", "")))
 
     def _next_job(self, slot: _Slot) -> _Job | None:
+        """The next check for the idle worker ``slot``: the head of its own queue, else one taken from another's.
+
+        Taking a check whose context this worker does not have warm costs a context load (seconds for a stdlib
+        file), so it takes, from the others' queues and in this order: a check whose context it has warm
+        (free); one whose context no worker has warm (someone must load it: this worker, now; the other checks
+        of that context queued elsewhere come along, so that it is loaded once); one whose context only other
+        workers have warm, only when the wait before it there (the estimated rest of the running check and the
+        checks ahead of it) is longer than loading its context here (:data:`STEAL_MARGIN` loads). Among each
+        kind, the one that would wait longest.
+        """
         while True:
             if slot.queue:
                 job = slot.queue.popleft()
             else:
-                victims = [s for s in self._slots if s is not slot and s.queue and (s.current is not None or
-                                                                                   not s.ready)]
-                if not victims:
+                job = self._steal(slot)
+                if job is None:
                     return None
-                job = max(victims, key=lambda s: len(s.queue)).queue.pop()
-                self._remember(job.key, slot)
             if job.future.done():
                 continue  # answered already (TIMEOUT at its deadline) while it waited for a retry
             if job.running or job.future.set_running_or_notify_cancel():
                 job.running = True
                 return job
             # cancelled before it started: drop it
+
+    def _steal(self, thief: _Slot) -> _Job | None:
+        victims = [s for s in self._slots if s is not thief and s.queue and (s.current is not None or not s.ready)]
+        if not victims:
+            return None
+        now = time.monotonic()
+        est = self._estimates
+        warm_somewhere = {key for s in self._slots if s.usable for key in (*s.warm, *(
+            [s.current.key] if s.current is not None else []))}
+        best: tuple[int, float, _Slot, _Job] | None = None  # (kind: lower first, -wait, victim, job)
+        for victim in victims:
+            current = victim.current
+            wait = 0.0 if current is None else max(0.0, est.check_s(current.task.system) + (
+                est.load_s(current.key, current.task.system) if current.cold else 0.0) - (now - current.started))
+            loaded = set(victim.warm) | ({current.key} if current is not None else set())
+            for job in victim.queue:
+                system = job.task.system
+                if thief.holds(job.key):
+                    kind = 0
+                elif job.key not in warm_somewhere:
+                    kind = 1
+                elif wait > STEAL_MARGIN * est.load_s(job.key, system):
+                    kind = 2
+                else:
+                    kind = 3  # not worth a load
+                if kind < 3 and (best is None or (kind, -wait) < best[:2]):
+                    best = (kind, -wait, victim, job)
+                wait += est.check_s(system) + (0.0 if job.key in loaded else est.load_s(job.key, system))
+                loaded.add(job.key)
+        if best is None:
+            return None
+        kind, _, victim, job = best
+        victim.queue.remove(job)
+        self._counters["stolen"] += 1
+        if kind == 1:  # the rest of that context's queued checks follow it, so that it is loaded once
+            for other in self._slots:
+                if other is not thief:
+                    moving = [j for j in other.queue if j.key == job.key]
+                    for j in moving:
+                        other.queue.remove(j)
+                    thief.queue.extend(moving)
+        return job
 
     def _on_death(self, slot: _Slot, finished: list[tuple[_Job, PoolResult]]) -> None:
         proc = slot.proc
@@ -1068,6 +1199,7 @@ class LocalVerifierPool(VerifierPool):
                 slot.conn.close()
         slot.proc, slot.conn, slot.ready, slot.pid = None, None, False, 0
         slot.generation += 1
+        slot.warm.clear()
         if slot.tmpdir:
             shutil.rmtree(slot.tmpdir, ignore_errors=True)
         if job is not None:
