@@ -112,6 +112,7 @@ class SystemSpec:
         session_per_file: Whether tasks of one source file (``metadata.file``) share one warm
             session that extends along the file (the pool routes them to one worker).
         has_tactic_mode: Whether the verifier opens tactic sessions (``Tactic-v0``, Cobblestone).
+        install_note: What else a working install needs, said after the apt line of :attr:`install_hint`.
     """
 
     name: str
@@ -127,6 +128,7 @@ class SystemSpec:
     builds: tuple[tuple[str, str], ...] = ()
     session_per_file: bool = False
     has_tactic_mode: bool = False
+    install_note: str = ""
 
     @property
     def wired(self) -> bool:
@@ -134,8 +136,18 @@ class SystemSpec:
 
     @property
     def install_hint(self) -> str:
-        """The install line of the system's prover, for error messages."""
-        return self.probes[0].install if self.probes else f"install {self.display}"
+        """What to do when the prover is missing: every ``ProverNotFound`` raise ends its message with this.
+
+        Built from the first probe's install line (what ``proofgym doctor`` shows), so the
+        package is named in one place: ``install Coq: apt-get install coq, or run `make setup```.
+        """
+        if not self.probes:
+            return f"install {self.display}"
+        install = self.probes[0].install
+        if not install.startswith("apt-get "):
+            return install
+        note = f" ({self.install_note})" if self.install_note else ""
+        return f"install {self.display}: {install}{note}, or run `make setup`"
 
     def verifier_class(self) -> type:
         """The verifier class (imported now)."""
@@ -198,6 +210,7 @@ DAFNY = SystemSpec(
     cheats=(CheatProbe("assume false", build="proofgym.envs.tasks.dafny_nl:assume_false_variant",
                        must_be="CHEATING"),),
     probes=(InstallProbe("dafny", "apt-get install dafny z3", version=("dafny", "/version")),),
+    install_note="then pip install z3-solver==4.8.5.0",
 )
 
 ISABELLE = SystemSpec(

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from proofgym.envs.errors import ProverNotFound
 from proofgym.envs.progress import ProgressBar
+from proofgym.envs.systems import COQ
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.coq.lexer import (
     Block,
@@ -257,7 +258,7 @@ def coq_where() -> Path:
     """The installed Coq's library folder (``coqc -where``): ``theories/`` and ``user-contrib/`` are in it."""
     coqc = shutil.which("coqc")
     if coqc is None:
-        raise ProverNotFound("coqc not found on PATH; install Coq 8.16 (apt-get install coq) or pass root=")
+        raise ProverNotFound(f"coqc not found on PATH; {COQ.install_hint} (or pass root=)")
     return Path(subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True, timeout=60).stdout.strip())
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.systems import COQ
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.coq import isolation
@@ -127,7 +128,7 @@ def prover_version(coqc: str = "coqc") -> str:
     """``8.16.1`` for Debian's Coq; raises :class:`ProverNotFound` when coqc is missing."""
     path = shutil.which(coqc)
     if path is None:
-        raise ProverNotFound(f"{coqc} not found; install Coq: apt-get install coq (or run `make setup`)")
+        raise ProverNotFound(f"{coqc} not found; {COQ.install_hint}")
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
     m = re.search(r"version\s+(\S+)", out)
     return m.group(1) if m else out.strip()
@@ -180,7 +181,7 @@ class CoqVerifier(ProverVerifier):
         cfg = self.config
         for tool in (cfg.coqidetop, cfg.coqc):
             if shutil.which(tool) is None:
-                raise ProverNotFound(f"{tool} not found; install Coq: apt-get install coq (or run `make setup`)")
+                raise ProverNotFound(f"{tool} not found; {COQ.install_hint}")
         self.version = prover_version(cfg.coqc)
         ro = [a for a in cfg.extra_args if a.startswith("/")]
         iso_dir = (Path(cfg.isolation_dir) if cfg.isolation_dir else isolation.default_directory()) \
@@ -687,7 +688,7 @@ class CoqVerifier(ProverVerifier):
         """Independent re-check with ``coqc`` + ``coqchk``. None when it agrees with OK."""
         self.stats["audits"] += 1
         if shutil.which(self.config.coqchk) is None:
-            raise ProverNotFound(f"{self.config.coqchk} not found; install Coq: apt-get install coq")
+            raise ProverNotFound(f"{self.config.coqchk} not found; {COQ.install_hint}")
         context, closings = audit_context(task.context)
         head = context + ("" if context.endswith("\n") or not context else "\n") + task.statement + "\n"
         body = "\n".join(normalized.sentences)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.systems import DAFNY
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.base import ProverVerifier
 from proofgym.envs.verifiers.dafny.equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
@@ -89,7 +90,7 @@ logger = logging.getLogger(__name__)
 #: The z3 that Dafny 2.3 was tested with; ``pip install z3-solver==4.8.5.0`` ships it as ``bin/z3``.
 PINNED_Z3 = "4.8.5"
 DAFNY_DIR = "/usr/lib/dafny"
-INSTALL_HINT = "install Dafny: apt-get install dafny z3 (then pip install z3-solver==4.8.5.0), or run `make setup`"
+INSTALL_HINT = DAFNY.install_hint  # kept for one release: the hint is the system spec's (envs/systems.py)
 
 _BODYLESS_WARNING_RE = re.compile(r"this (loop|forall statement) has no body")
 _TIMED_OUT = object()  # what _translate answers when the translation ran past its deadline
@@ -106,7 +107,7 @@ def find_z3(explicit: str = "") -> tuple[str, str]:
                   os.path.join(sysconfig.get_path("scripts"), "z3"), shutil.which("z3") or ""]
     found = [os.path.realpath(p) for p in candidates if p and os.path.isfile(p) and os.access(p, os.X_OK)]
     if not found:
-        raise ProverNotFound(f"z3 not found; {INSTALL_HINT}")
+        raise ProverNotFound(f"z3 not found; {DAFNY.install_hint}")
     if explicit and found[0] == os.path.realpath(explicit):
         return found[0], _z3_version(found[0])
     pinned = next((p for p in found if _z3_version(p) == PINNED_Z3), None)  # prefer the pinned z3
@@ -201,13 +202,13 @@ class DafnyVerifier(ProverVerifier):
             raise ValueError(f"backend must be 'server' or 'cli', got {cfg.backend!r}")
         mono = shutil.which(cfg.mono)
         if mono is None:
-            raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {INSTALL_HINT}")
+            raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {DAFNY.install_hint}")
         self._mono = mono
         self._dafny_exe = os.path.join(cfg.dafny_dir, "Dafny.exe")
         self._server_exe = os.path.join(cfg.dafny_dir, "DafnyServer.exe")
         for exe in (self._dafny_exe, self._server_exe):
             if not os.path.isfile(exe):
-                raise ProverNotFound(f"{exe} not found; {INSTALL_HINT}")
+                raise ProverNotFound(f"{exe} not found; {DAFNY.install_hint}")
         self.z3, self.z3_version = find_z3(cfg.z3)
         if self.z3_version != PINNED_Z3:
             logger.warning("dafny: z3 %s at %s is not the pinned %s (pip install z3-solver==4.8.5.0); verdicts stay "

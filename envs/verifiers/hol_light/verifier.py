@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import IO
 
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.systems import HOL_LIGHT
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ContextLoadError, ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
@@ -189,7 +190,7 @@ def build_stubs(cfg: HolLightConfig) -> Path:
     """Compile ``pgsys`` (rlimits, seccomp, ...) with ocamlmklib, once per source and OCaml version."""
     for tool in ("ocamlc", "ocamlmklib"):
         if shutil.which(tool) is None:
-            raise ProverNotFound(f"{tool} not found; install HOL Light: apt-get install hol-light libnum-ocaml-dev")
+            raise ProverNotFound(f"{tool} not found; {HOL_LIGHT.install_hint}")
     version = _ocaml_version()
     digest = hashlib.sha256()
     for name in ("pgsys.c", "pgsys.ml"):
@@ -295,7 +296,7 @@ class HolLightServer:
                 on_stderr=self._on_stderr, on_exit=self._on_exit)
         except FileNotFoundError as exc:
             shutil.rmtree(self.workdir, ignore_errors=True)
-            raise ProverNotFound(f"{toplevel} not found ({exc}); install HOL Light: apt-get install hol-light") from None
+            raise ProverNotFound(f"{toplevel} not found ({exc}); {HOL_LIGHT.install_hint}") from None
         if not self._wait_ready(heartbeat) or self._ready.frame is None:
             # The reader sets the event when the server's output ends too: say which of the two happened.
             died = self._ready.event.is_set()
@@ -588,8 +589,7 @@ class HolLightVerifier(ProverVerifier):
         super().__init__(config, **overrides)
         cfg = self.config
         if not Path(cfg.hol_dir, "hol.ml").is_file():
-            raise ProverNotFound(f"HOL Light not found at {cfg.hol_dir} (no hol.ml); "
-                                 "install it: apt-get install hol-light libnum-ocaml-dev")
+            raise ProverNotFound(f"HOL Light not found at {cfg.hol_dir} (no hol.ml); {HOL_LIGHT.install_hint}")
         self._bases = {b.name: b for b in cfg.bases}
         self._stubs = build_stubs(cfg)
         self.version = hol_light_version(cfg.hol_dir)
