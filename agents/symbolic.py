@@ -8,6 +8,11 @@ HOL Light: ``MESON_TAC[]``, ``ARITH_TAC``, ``ASM_MESON_TAC[]``.
 In ``WholeProof-v0`` the agent submits one proof that tries the candidates in turn.
 In ``Tactic-v0`` it proposes the next untried candidate for the observed state, so a
 failed candidate (the env keeps the state) is followed by the next one.
+
+``candidate_timeout_s`` bounds each Coq candidate with Coq's own ``timeout`` tactic: a
+candidate that runs long then *fails*, and the next one is tried, instead of one slow
+``sauto`` using the whole check's budget (a TIMEOUT verdict, which also costs the warm
+session: the verifier restarts it).
 """
 
 from __future__ import annotations
@@ -29,13 +34,17 @@ class SymbolicAgent:
         hammer: Use CoqHammer tactics (the verifier must load ``HAMMER_PRELUDE``).
         full_hammer: Also try ``hammer.`` (slow when it fails).
         tactics: Replace the default candidate list.
+        candidate_timeout_s: Coq: wrap each candidate in ``timeout N`` (0: no bound of its own).
     """
 
     name = "symbolic"
 
     def __init__(self, system: str = "coq", *, hammer: bool = False, full_hammer: bool = False,
-                 tactics: Sequence[str] | None = None) -> None:
+                 tactics: Sequence[str] | None = None, candidate_timeout_s: int = 0) -> None:
+        if candidate_timeout_s < 0:
+            raise ValueError(f"candidate_timeout_s must be >= 0, got {candidate_timeout_s}")
         self.system = system
+        self.candidate_timeout_s = int(candidate_timeout_s)
         self.hammer = hammer
         self.full_hammer = full_hammer
         self._custom = tuple(tactics) if tactics else None
@@ -55,7 +64,8 @@ class SymbolicAgent:
         cands = self.candidates(system)
         if (system or self.system) == "hol_light":
             return "FIRST [" + "; ".join(cands) + "]"
-        alternatives = " | ".join(f"solve [{c.rstrip('.')}]" for c in cands)
+        bound = f"timeout {self.candidate_timeout_s} " if self.candidate_timeout_s else ""
+        alternatives = " | ".join(f"solve [{bound}{c.rstrip('.')}]" for c in cands)
         return f"Proof. intros; first [ {alternatives} ]. Qed."
 
     def act(self, observation: dict[str, Any]) -> str:

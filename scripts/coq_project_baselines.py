@@ -5,36 +5,69 @@
 
 ``reference`` submits each task's own proof (every task must be OK, else the suite is wrong).
 ``symbolic`` is :class:`proofgym.agents.symbolic.SymbolicAgent` with CoqHammer: one whole proof
-``intros; first [solve [sauto] | solve [lia] | solve [auto] | ...]`` per task, checked with the
-verifier's ``prelude`` loading CoqHammer's tactics and ``Lia`` (Cobblestone's CoqHammer baseline).
-``hammer.`` itself (ATP calls, ~46 s per failure) is left out unless ``--full-hammer``.
+``intros; first [solve [timeout 5 trivial] | ... | solve [timeout 5 sauto]]`` per task
+(Cobblestone's CoqHammer baseline): plain Coq automation, ``lia``, then CoqHammer's ``sauto``, each
+bounded by Coq's ``timeout`` so that a slow candidate fails and the next runs. ``hammer.`` itself
+(ATP calls, ~46 s per failure) is left out unless ``--full-hammer``.
 
-Tasks are checked in file order in one verifier, so the warm session of a file's prefix is loaded
-once and extended lemma by lemma, as validation does. Each file's first context load is timed and
-its prover's resident memory read: the cost of a context. Output: a JSON summary (per category,
-per check, per context) and a markdown table row on stdout.
+CoqHammer is loaded *after* the task's context (``From Hammer Require Import Tactics.`` and
+``Lia`` appended to it), never before: its tactics library requires ``ssreflect``, whose grammar
+(``by``, ``rewrite``) changes how a project's own proofs parse, so as a prelude it broke the
+contexts themselves (stdpp's ``fin_maps.v``: ``elem_of_list_to_map_1'`` fails, later lemmas are
+missing, every later task's context "does not load"). After the context it changes nothing the
+context states; a ``Require`` inside an open Section is allowed (Coq warns that it is fragile).
+The price is that each task's context is its own (a file's warm session cannot be extended to the
+next lemma), so each task loads its context cold, from the isolation cache where it can.
+
+The suite's load path (a ``--project`` suite's ``metadata.coq_args``) is passed to the verifier.
+Each file's first context load is timed and its prover's resident memory read: the cost of a
+context. A harness failure (a verifier or context that breaks) is counted on its own, never as
+a wrong answer, and left out of the rates. Rates come with Wilson 95% intervals.
+Output: a JSON summary (per category, per check, per context) and a markdown table row on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
-from proofgym.agents.symbolic import COQ_HAMMER, COQ_PLAIN, SymbolicAgent
+from proofgym.agents.symbolic import COQ_HAMMER, SymbolicAgent
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.tasks.coq_project import suite_load_path
 from proofgym.envs.tasks.suites import load_tasks, resolve_suite
-from proofgym.envs.verifiers.coq import HAMMER_PRELUDE, CoqVerifier
+from proofgym.envs.types import Task
+from proofgym.envs.verifiers.coq import CoqVerifier
 from proofgym.envs.verifiers.procfs import rss_bytes
 
-#: The symbolic candidates: CoqHammer's sauto, then lia, then plain Coq automation.
-SYMBOLIC_TACTICS = (*COQ_HAMMER, "lia.", *COQ_PLAIN)
-LIA_PRELUDE = "From Coq Require Import Lia."
+#: The symbolic candidates, cheapest first (a solved goal stops the search): plain Coq automation,
+#: lia, then CoqHammer's sauto.
+SYMBOLIC_TACTICS = ("trivial.", "auto.", "congruence.", "lia.", "intuition.", "firstorder.", *COQ_HAMMER)
+#: Appended to each task's context for the symbolic agent (see the module docstring for why after it).
+HAMMER_POSTLUDE = "From Hammer Require Import Tactics.\nFrom Coq Require Import Lia.\n"
+
+
+def wilson(ok: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of ``ok`` successes in ``n`` (95% by default); None when ``n`` is 0."""
+    if n <= 0:
+        return None
+    p = ok / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)
+
+
+def with_hammer(task: Task) -> Task:
+    """``task`` with CoqHammer's tactics and Lia loaded after its context (the context itself unchanged)."""
+    sep = "" if not task.context or task.context.endswith("\n") else "\n"
+    return replace(task, context=task.context + sep + HAMMER_POSTLUDE)
 
 
 def _sample(tasks: list, per_category: int, seed: int) -> list:
@@ -55,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                "(default 0: every task)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--full-hammer", action="store_true", help="symbolic: also try `hammer.` (slow on failure)")
+    p.add_argument("--candidate-timeout", type=int, default=5,
+                   help="symbolic: seconds for each candidate tactic (Coq's `timeout`; default 5, 0: none)")
     p.add_argument("--timeout-s", type=float, default=0, help="per-check budget (default: each task's own)")
     p.add_argument("--out", help="write the JSON summary here")
     args = p.parse_args(argv)
@@ -62,11 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     tasks = _sample(load_tasks(resolve_suite(args.suite)), args.per_category, args.seed)
     tasks.sort(key=lambda t: (str(t.metadata.get("file", "")), int(t.metadata.get("line", 0))))
     agent = SymbolicAgent("coq", hammer=True, full_hammer=args.full_hammer,
-                          tactics=(*SYMBOLIC_TACTICS[:1], *(("hammer.",) if args.full_hammer else ()),
-                                   *SYMBOLIC_TACTICS[1:]))
+                          tactics=(*SYMBOLIC_TACTICS, *(("hammer.",) if args.full_hammer else ())),
+                          candidate_timeout_s=args.candidate_timeout)
     symbolic = agent.whole_proof("coq")
-    prelude = HAMMER_PRELUDE + "\n" + LIA_PRELUDE if args.agent == "symbolic" else ""
-    coq_args = tuple(tasks[0].metadata.get("coq_args", ())) if tasks else ()
+    coq_args = suite_load_path(tasks)
     per_category: dict[str, Counter] = defaultdict(Counter)
     checks: list[dict] = []
     contexts: list[dict] = []
@@ -75,14 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     def summarize() -> dict:
         total_s = time.monotonic() - start
         walls = [c["wall_s"] for c in checks]
+        ok_all = sum(v["OK"] for v in per_category.values())
+        scored_all = sum(_scored(v) for v in per_category.values())
         summary = {
             "suite": args.suite, "agent": args.agent, "tasks": len(tasks), "per_category_sample": args.per_category,
-            "seed": args.seed, "proof": None if args.agent == "reference" else symbolic, "prelude": prelude,
+            "seed": args.seed, "proof": None if args.agent == "reference" else symbolic,
+            "after_context": HAMMER_POSTLUDE if args.agent == "symbolic" else "",
             "per_category": {c: dict(v) for c, v in sorted(per_category.items())},
-            "ok_rate": {c: round(v["OK"] / max(1, sum(v.values()) - v["harness"]), 3)
-                        for c, v in sorted(per_category.items())},
-            "overall_ok_rate": round(sum(v["OK"] for v in per_category.values())
-                                     / max(1, sum(sum(v.values()) - v["harness"] for v in per_category.values())), 3),
+            "ok_rate": {c: round(v["OK"] / max(1, _scored(v)), 3) for c, v in sorted(per_category.items())},
+            "ok_rate_ci95": {c: wilson(v["OK"], _scored(v)) for c, v in sorted(per_category.items())},
+            "overall_ok_rate": round(ok_all / max(1, scored_all), 3),
+            "overall_ci95": wilson(ok_all, scored_all),
+            "harness_failures": sum(v["harness"] for v in per_category.values()),
             "check_s": {"median": round(statistics.median(walls), 2) if walls else None,
                         "max": max(walls, default=None)},
             "contexts": {"n": len(contexts),
@@ -98,19 +136,22 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return summary
 
-    with CoqVerifier(prelude=prelude, extra_args=coq_args, max_sessions=2) as verifier:
+    with CoqVerifier(extra_args=coq_args, max_sessions=2) as verifier:
         last_file = None
         for n, task in enumerate(tasks, 1):
             if args.timeout_s:
-                task = type(task).from_dict({**task.to_dict(), "timeout_s": args.timeout_s})
-            if task.metadata.get("file") != last_file:  # a new file: its context is loaded cold
+                task = replace(task, timeout_s=args.timeout_s)
+            if args.agent == "symbolic":
+                task = with_hammer(task)
+            # A new file's context is loaded cold (so is every symbolic task's: its context is its own).
+            if task.metadata.get("file") != last_file or args.agent == "symbolic":
                 last_file = task.metadata.get("file")
                 for session in list(verifier._sessions.values()):  # noqa: SLF001 - measure a cold load
                     verifier._drop(session)  # noqa: SLF001
                 t0 = time.monotonic()
                 try:
-                    session = verifier._session(verifier._with_prelude(task).context)  # noqa: SLF001
-                    contexts.append({"file": last_file, "context_chars": len(task.context),
+                    session = verifier._session(task.context)  # noqa: SLF001
+                    contexts.append({"file": last_file, "task": task.id, "context_chars": len(task.context),
                                      "load_s": round(time.monotonic() - t0, 2),
                                      "rss_mb": round(rss_bytes(session.ide.program_pids()) / 2**20)})
                 except ProofgymError as exc:  # the check below records it for the task
@@ -129,10 +170,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{n}/{len(tasks)}] {task.id} {verdict} {wall:.1f}s", file=sys.stderr, flush=True)
             summarize()
     summary = summarize()
-    total_s = summary["total_s"]
-    cells = " | ".join(f"{c} {v['OK']}/{sum(v.values())}" for c, v in sorted(per_category.items()))
-    print(f"| {args.suite} | {args.agent} | {cells} | {summary['overall_ok_rate']:.1%} | {total_s:.0f} s |")
+    cells = " | ".join(_cell(v["OK"], _scored(v), v["harness"]) for _, v in sorted(per_category.items()))
+    ok_all = sum(v["OK"] for v in per_category.values())
+    print(f"| {args.suite} | {args.agent} | {cells} | {_cell(ok_all, sum(_scored(v) for v in per_category.values()), summary['harness_failures'])} "
+          f"| {summary['total_s']:.0f} s |")
     return 0
+
+
+def _scored(verdicts: Counter) -> int:
+    """Checks that gave a verdict (a harness failure gives none)."""
+    return sum(verdicts.values()) - verdicts["harness"]
+
+
+def _cell(ok: int, n: int, harness: int) -> str:
+    ci = wilson(ok, n)
+    text = f"{ok}/{n}" + (f" = {ok / n:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else "")
+    return text + (f" ({harness} harness)" if harness else "")
 
 
 if __name__ == "__main__":

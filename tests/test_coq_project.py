@@ -8,16 +8,19 @@ reachable (plain ``coqc`` with the project's load path), and that from a task's 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from proofgym.agents.symbolic import SymbolicAgent
 from proofgym.envs.tasks.coq_project import (
     ProjectError,
     _parse_coq_project,
@@ -26,6 +29,8 @@ from proofgym.envs.tasks.coq_project import (
     installed_library,
     parse_counts,
     read_project,
+    subsample,
+    suite_load_path,
     user_contrib,
 )
 from proofgym.envs.types import Task, Verdict
@@ -123,6 +128,47 @@ def test_a_dune_project_binds_each_theory_to_its_build_folder(tmp_path: Path) ->
     assert project.coq_args == ("-Q", str(build), "Foo")
     assert [(s.logical, s.rel_path) for s in project.sources] == [("Foo.A", "Foo/A.v"), ("Foo.sub.B", "Foo/sub/B.v")]
     assert "not compiled" in project.files_excluded["Foo/C.v"]
+
+
+def _task(tid: str, category: str = "P1", **metadata) -> Task:
+    return Task(id=tid, system="coq", context="", statement="Lemma t : True.", reference_proof="Proof. exact I. Qed.",
+                category=category, metadata=metadata)
+
+
+def test_a_suite_carries_its_load_path_and_only_bindings_pass(tmp_path: Path) -> None:
+    binding = ["-R", str(tmp_path), "Proj"]
+    assert suite_load_path([_task("a"), _task("b")]) == ()  # coq-stdlib, an installed library
+    assert suite_load_path([_task("a", coq_args=binding), _task("b", coq_args=binding), _task("c")]) == tuple(binding)
+    with pytest.raises(ProjectError, match="different load paths"):
+        suite_load_path([_task("a", coq_args=binding), _task("b", coq_args=["-Q", str(tmp_path), "Other"])])
+    # A task file cannot smuggle a prover argument that changes the logic.
+    with pytest.raises(ProjectError, match="more than -Q/-R bindings"):
+        suite_load_path([_task("a", coq_args=[*binding, "-type-in-type"])])
+    with pytest.raises(ProjectError, match="more than -Q/-R bindings"):
+        suite_load_path([_task("a", coq_args=["-type-in-type", str(tmp_path), "Proj"])])
+    with pytest.raises(ProjectError, match="not a folder here; rebuild"):
+        suite_load_path([_task("a", coq_args=["-R", str(tmp_path / "gone"), "Proj"])])
+    with pytest.raises(ProjectError, match="not a folder here"):
+        suite_load_path([_task("a", coq_args=["-R", "relative/dir", "Proj"])])
+
+
+def test_a_subset_is_a_seeded_draw_from_the_sample_per_category() -> None:
+    tasks = [_task(f"t{c}{i:02d}", c) for c in ("P1", "P2", "P3") for i in range(20)]
+    chosen = subsample(tasks, {"P1": 5, "P2": 3, "P3": 50}, seed=4)
+    assert Counter(t.category for t in chosen) == {"P1": 5, "P2": 3, "P3": 20}  # all of a smaller category
+    assert [t.id for t in chosen] == sorted(t.id for t in chosen) and {t.id for t in chosen} <= {t.id for t in tasks}
+    assert [t.id for t in subsample(tasks, {"P1": 5, "P2": 3, "P3": 50}, seed=4)] == [t.id for t in chosen]
+    other = subsample(tasks, {"P1": 5, "P2": 9, "P3": 0}, seed=4)  # another category's count: P1's draw stays
+    assert [t.id for t in other if t.category == "P1"] == [t.id for t in chosen if t.category == "P1"]
+    assert [t.id for t in subsample(tasks, {"P1": 5}, seed=5)] != [t.id for t in chosen if t.category == "P1"]
+
+
+def test_symbolic_candidates_are_bounded_by_coqs_timeout() -> None:
+    proof = SymbolicAgent("coq", tactics=("auto.", "lia."), candidate_timeout_s=3).whole_proof()
+    assert proof == "Proof. intros; first [ solve [timeout 3 auto] | solve [timeout 3 lia] ]. Qed."
+    assert "timeout" not in SymbolicAgent("coq", tactics=("auto.",)).whole_proof()
+    with pytest.raises(ValueError, match="candidate_timeout_s"):
+        SymbolicAgent("coq", candidate_timeout_s=-1)
 
 
 # -- prover tier: a synthetic project built with the real coqc ---------------------------------------
@@ -255,19 +301,65 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     assert report.render().startswith("suite coq-proj: 4 tasks")
 
 
-# -- prover tier: the installed stdpp ----------------------------------------------------------------
-
-
-def _stdpp_installed() -> bool:
+def _installed(vo: str) -> bool:
     try:
-        return (user_contrib() / "stdpp" / "base.vo").is_file()
-    except Exception:  # noqa: BLE001 - no coqc: the marker below says why
+        return (user_contrib() / vo).is_file()
+    except Exception:  # noqa: BLE001 - no coqc: the requires_coq marker says why
         return False
+
+
+def _baselines_script():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "coq_project_baselines.py"
+    spec = importlib.util.spec_from_file_location("proofgym_coq_project_baselines", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.prover
 @requires_coq
-@pytest.mark.skipif(not _stdpp_installed(), reason="stdpp is not installed: apt-get install -y libcoq-stdpp "
+def test_proofgym_eval_checks_a_project_suite_with_the_load_path_its_tasks_carry(project_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    from proofgym.training.evaluate import EvalConfig, evaluate
+
+    out = tmp_path / "coq-proj.jsonl"
+    build_coq_project(read_project(project_dir), out=out, counts={"P1": 2, "P2": 5, "P3": 5}, validate=False,
+                      progress=False)
+    tasks = [json.loads(line) for line in out.read_text().splitlines()]
+    # Every task's context Requires the project (From Proj Require Import Base), which Coq finds only
+    # through the project's -R binding: no load path is given here, the tasks carry it.
+    assert all(t["metadata"]["coq_args"] == ["-R", str(project_dir / "theories"), "Proj"] for t in tasks)
+    summary, _ = evaluate(EvalConfig(suite=str(out), agent="reference", audit="always", out=str(tmp_path / "run")))
+    assert summary.harness_failures == 0 and dict(summary.verdicts) == {"OK": len(tasks)}, summary.to_dict()
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.skipif(not _installed("Hammer/Tactics/Tactics.vo"),
+                    reason="CoqHammer is not installed: apt-get install -y coq-hammer (scripts/setup.sh)")
+def test_the_symbolic_baseline_loads_the_hammer_after_the_context(project_dir: Path, tmp_path: Path) -> None:
+    script = _baselines_script()
+    task = _tasks(project_dir)["Arith.M.inner"]  # n + 0 = n inside Module M: lia, which the context lacks
+    loaded = script.with_hammer(task)
+    assert loaded.context.startswith(task.context) and loaded.context.endswith(script.HAMMER_POSTLUDE)
+    suite = tmp_path / "one.jsonl"
+    suite.write_text(json.dumps(task.to_dict()) + "\n")
+    out = tmp_path / "symbolic.json"
+    assert script.main([str(suite), "--agent", "symbolic", "--candidate-timeout", "5", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["per_category"] == {task.category: {"OK": 1}} and data["harness_failures"] == 0, data["checks"]
+    assert data["ok_rate_ci95"][task.category][1] == 1.0 and "timeout 5 sauto" in data["proof"]
+
+
+# -- prover tier: the installed stdpp ----------------------------------------------------------------
+
+
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.skipif(not _installed("stdpp/base.vo"), reason="stdpp is not installed: apt-get install -y libcoq-stdpp "
                                                      "(scripts/setup.sh installs it)")
 def test_a_few_stdpp_tasks_validate_and_their_originals_stay_out_of_reach() -> None:
     from proofgym.envs.tasks.build import validate_tasks

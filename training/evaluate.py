@@ -106,6 +106,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
     Returns:
         The summary and the run's paths. ``summary.json`` holds the summary and the paths.
     """
+    from proofgym.envs.tasks.coq_project import suite_load_path
     from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 
     if cfg.k < 1 or cfg.workers < 1 or cfg.samples < cfg.k:
@@ -116,6 +117,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
     tasks = load_tasks(suite_path)
     if cfg.limit:
         tasks = tasks[: cfg.limit]
+    load_path = suite_load_path(tasks)  # a project suite's -Q/-R bindings (metadata.coq_args), checked here
     agent = build_agent(cfg)
     try:
         strategy = build_strategy(cfg)
@@ -164,6 +166,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
             logger = WandbLogger(project=cfg.wandb_project, name=paths.run_dir.name, config=config,
                                  directory=paths.run_dir, mode=cfg.wandb_mode)
         system_kwargs = audit_options(cfg.audit)
+        if load_path:
+            system_kwargs = {**system_kwargs, "coq": {**system_kwargs.get("coq", {}), "extra_args": load_path}}
         try:
             summary = run_eval(tasks, agent=agent, k=cfg.k, n=cfg.samples, out=paths.results, workers=cfg.workers,
                                engine=cfg.engine, system_kwargs=system_kwargs, progress=progress, strategy=strategy,

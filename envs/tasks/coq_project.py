@@ -34,14 +34,19 @@ original lemma, and everything after it in its file, is one ``Require`` away. He
 * the verifier's leak check (proof term read after ``Set Printing All``) refuses the
   original constant and, when its library is loaded, every constant of that file.
 
-What is cached: nothing is compiled by the builder. The warm ``coqidetop`` session
-per file (the prefix replayed once, then extended lemma by lemma along the file) is
-the per-worker cache; the ``.vo`` files of the dependencies are the project's own.
+What is cached: the ``.vo`` files of the dependencies are the project's own (built once, by
+the package or the user). A context's prefix is compiled once by the Coq verifier's isolation
+cache (:mod:`proofgym.envs.verifiers.coq.isolation`: up to the first Section still open at the
+lemma, under ``$PROOFGYM_CACHE/coq-isolation``, shared by every worker and run), and the warm
+``coqidetop`` session per file (loaded once, then extended lemma by lemma along the file) is the
+per-worker cache. The audit (``coqc`` + ``coqchk`` of context, statement and proof) compiles
+the raw context, never the cache: it is most of a task's validation time.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 import shlex
 import time
@@ -327,6 +332,45 @@ def extract_project(project: CoqProject, *, progress: bool = False, include_long
     return out, stats
 
 
+def suite_load_path(tasks: Sequence[Task]) -> tuple[str, ...]:
+    """The Coq load path a suite's tasks carry (``metadata.coq_args``), for the verifier's ``extra_args``.
+
+    A project suite's tasks carry their project's ``-Q``/``-R`` bindings, so that ``proofgym eval``
+    (and the baselines) check them with no load path from the user. Only bindings are accepted
+    (``-Q``/``-R``, an absolute folder, a logical name): any other prover argument in a task
+    file could change the logic the proofs are checked in, as :func:`_parse_coq_project` says.
+
+    Returns:
+        The one load path of the suite's Coq tasks; empty when none carries one (coq-stdlib, or an
+        installed library, which is on Coq's default load path).
+
+    Raises:
+        ProjectError: the tasks carry different load paths, something other than bindings, or a
+            folder that is not here; the message says what to do.
+    """
+    found: dict[tuple[str, ...], str] = {}
+    for task in tasks:
+        args = task.metadata.get("coq_args") if task.system == "coq" else None
+        if args:
+            found.setdefault(tuple(str(a) for a in args), task.id)
+    if not found:
+        return ()
+    if len(found) > 1:
+        a, b = list(found.values())[:2]
+        raise ProjectError(f"the suite's tasks carry different load paths (metadata.coq_args of {a} and {b}); "
+                           "evaluate each project's suite on its own")
+    (args,) = found
+    if len(args) % 3 or any(args[i] not in ("-Q", "-R") for i in range(0, len(args), 3)):
+        raise ProjectError(f"task {found[args]}: metadata.coq_args {list(args)!r} holds more than -Q/-R bindings "
+                           "(a folder and a logical name each); only bindings are passed to the prover")
+    missing = [args[i + 1] for i in range(0, len(args), 3)
+               if not Path(args[i + 1]).is_absolute() or not Path(args[i + 1]).is_dir()]
+    if missing:
+        raise ProjectError(f"the suite's load path names {', '.join(missing)}, which is not a folder here; "
+                           "rebuild the suite on this machine (proofgym build coq-project --project DIR)")
+    return args
+
+
 def parse_counts(text: str) -> dict[str, int]:
     """``"160,120,80"`` -> ``{"P1": 160, "P2": 120, "P3": 80}``; raises ValueError with what is wrong."""
     parts = [p.strip() for p in text.split(",")]
@@ -347,17 +391,22 @@ class ProjectBuildReport:
     seed: int
     per_category: dict[str, int]
     build_s: float = 0.0
+    #: When only a seeded subset of the sample was validated: the full sample's counts per category.
+    subset_of: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.report.to_dict(), "origin": self.origin, "coq_args": self.coq_args,
                 "ignored_args": self.ignored_args, "files": self.files, "seed": self.seed,
-                "per_category": self.per_category, "build_s": self.build_s}
+                "per_category": self.per_category, "subset_of": self.subset_of, "build_s": self.build_s}
 
     def render(self) -> str:
         files = self.files
         lines = [self.report.render(),
                  f"source: {self.origin}; files {files['scanned']} scanned, {len(files['skipped'])} skipped "
                  f"(lex errors), {len(files['excluded'])} excluded; build {self.build_s} s"]
+        if self.subset_of:
+            lines.append("a seeded subset of the sample " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.subset_of.items())) + " (--subset)")
         if self.coq_args:
             lines.append("load path: " + " ".join(self.coq_args))
         lines += [f"ignored from _CoqProject: {a}" for a in self.ignored_args]
@@ -374,8 +423,14 @@ def build_coq_project(
     validate: bool = True,
     limit: int = 0,
     progress: bool = True,
+    subset: Mapping[str, int] | None = None,
 ) -> ProjectBuildReport:
-    """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json`` beside it."""
+    """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json`` beside it.
+
+    ``subset`` validates (and keeps) only a seeded subset of the sample, per category: a uniform
+    draw from the ``counts`` sample, so that what is measured on it stands for the full-size suite
+    when validating all of it costs more time than there is. The report gives both sizes.
+    """
     from proofgym.envs.tasks.build import validate_tasks
     from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
@@ -384,6 +439,9 @@ def build_coq_project(
     counts = dict(DEFAULT_SAMPLE_COUNTS if counts is None else counts)
     tasks, stats = extract_project(project, progress=progress)
     sampled = sample_suite(tasks, counts, seed=seed)
+    full = dict(Counter(t.category for t in sampled))
+    if subset:
+        sampled = subsample(sampled, subset, seed=seed)
     if limit:
         sampled = sampled[:limit]
     report = BuildReport(project.suite, out)
@@ -401,13 +459,30 @@ def build_coq_project(
     result = ProjectBuildReport(
         report, project.origin, list(project.coq_args), project.ignored_args,
         {"scanned": stats.files_scanned, "skipped": stats.files_skipped, "excluded": stats.files_excluded},
-        seed, counts, round(time.monotonic() - start, 1))
+        seed, counts, round(time.monotonic() - start, 1), subset_of=full if subset else None)
     out.with_suffix(".report.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
     return result
 
 
+def subsample(tasks: Sequence[Task], counts: Mapping[str, int], *, seed: int = 0) -> list[Task]:
+    """A seeded uniform subset of ``tasks``, ``counts[category]`` per category (all of a smaller one), sorted by id.
+
+    Each category has its own generator (``seed``, ``subset``, category), so one category's count
+    does not change another's draw.
+    """
+    by_category: dict[str, list[Task]] = {}
+    for task in sorted(tasks, key=lambda t: t.id):
+        by_category.setdefault(task.category, []).append(task)
+    out: list[Task] = []
+    for category, pool in sorted(by_category.items()):
+        wanted = counts.get(category, 0)
+        out += pool if wanted >= len(pool) else random.Random(f"{seed}:subset:{category}").sample(pool, wanted)
+    return sorted(out, key=lambda t: t.id)
+
+
 def build_from_cli(suite: str = "coq-project", *, lib: str | None = None, project: str | None = None,
-                   per_category: str = "160,120,80", **options: Any) -> ProjectBuildReport:
+                   per_category: str = "160,120,80", subset: str | None = None,
+                   **options: Any) -> ProjectBuildReport:
     """``proofgym build coq-project --lib NAME | --project DIR``: the project, then :func:`build_coq_project`.
 
     Raises:
@@ -418,7 +493,8 @@ def build_from_cli(suite: str = "coq-project", *, lib: str | None = None, projec
         raise ProjectError("coq-project takes one of --lib NAME or --project DIR")
     try:
         counts = parse_counts(per_category)
+        chosen = parse_counts(subset) if subset else None
     except ValueError as exc:
         raise ProjectError(str(exc)) from None
     found = installed_library(lib) if lib else read_project(Path(str(project)))
-    return build_coq_project(found, counts=counts, **options)
+    return build_coq_project(found, counts=counts, subset=chosen, **options)
