@@ -20,7 +20,9 @@ programs (mutants of every reference, plus a corpus of resolution errors).
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -29,11 +31,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from proofgym.envs.systems import DAFNY
 from proofgym.envs.tasks.dafny_nl import build_tasks
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.dafny import DafnyVerifier, dafny_available
 from proofgym.envs.verifiers.dafny.output import parse_output, taxonomy_coverage
+from proofgym.envs.verifiers.dafny.server import DafnyServer
 
 
 def broken(task: Task) -> str:
@@ -48,6 +52,22 @@ def broken(task: Task) -> str:
 
 def tree_rss_kib(root: int) -> int:
     return procfs.rss_bytes([root, *procfs.descendants(root)]) // 1024
+
+
+def server_root() -> int | None:
+    """The verifier's warm DafnyServer: the sandbox process that runs it, among this process's descendants."""
+    for pid in procfs.descendants(os.getpid()):  # parents first: the sandbox before the mono it runs
+        try:
+            if b"DafnyServer.exe" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def dafny_args(z3: str, timeout_s: float, *extra: str) -> list[str]:
+    """Flags of a plain Dafny run (no compilation) with the verifier's z3."""
+    return ["/compile:0", f"/z3exe:{z3}", f"/timeLimit:{int(timeout_s)}", *extra]
 
 
 class PeakSampler:
@@ -74,17 +94,19 @@ class PeakSampler:
 
 def naive_check(verifier: DafnyVerifier, program: str, timeout_s: float, sampler: PeakSampler) -> tuple[float, str]:
     """One fresh ``dafny /compile:0`` run in the same sandbox; returns (seconds, summary line)."""
-    workdir = Path(tempfile.mkdtemp(prefix="naive", dir=verifier._root))
-    (workdir / "program.dfy").write_text(program, encoding="utf-8")
-    args = [verifier._mono, verifier._dafny_exe, "/compile:0", f"/z3exe:{verifier.z3}",
-            f"/timeLimit:{int(timeout_s)}", "program.dfy"]
-    start = time.perf_counter()
-    job = verifier.sandbox.popen(args, workdir=workdir, stdin=subprocess.DEVNULL)
-    sampler.root = job.pid
-    with job:
-        out, err, _, _ = job.communicate_until(None, time.monotonic() + timeout_s + 30)
-    sampler.root = None
-    seconds = time.perf_counter() - start
+    mono = shutil.which(verifier.config.mono) or verifier.config.mono
+    args = [mono, os.path.join(verifier.config.dafny_dir, "Dafny.exe"), *dafny_args(verifier.z3, timeout_s),
+            "program.dfy"]
+    with tempfile.TemporaryDirectory(prefix="proofgym-naive-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "program.dfy").write_text(program, encoding="utf-8")
+        start = time.perf_counter()
+        job = verifier.sandbox.popen(args, workdir=workdir, stdin=subprocess.DEVNULL)
+        sampler.root = job.pid
+        with job:
+            out, err, _, _ = job.communicate_until(None, time.monotonic() + timeout_s + 30)
+        sampler.root = None
+        seconds = time.perf_counter() - start
     text = out.decode("utf-8", "replace")
     summary = next((line for line in text.splitlines() if line.startswith("Dafny program verifier")), "")
     return seconds, summary
@@ -108,10 +130,18 @@ def coverage(verifier: DafnyVerifier, tasks: list[Task]) -> None:
         programs.append(ref.replace("{", "{ assert false;", 1) if "method" in ref else ref + "\nlemma X() ensures false {}\n")
         programs.append(ref.rsplit("}", 1)[0])  # a missing closing brace
     diagnostics = []
-    for program in programs:
-        out = parse_output(verifier._server_request("verify", program, verifier._base_args(30), 60),
-                           filename=verifier.config.filename)
-        diagnostics.extend(out.errors)
+    # A server of the bench's own, in the verifier's sandbox: these programs are read as Dafny says them,
+    # not judged (the verifier's checks would refuse most of them before Dafny saw them).
+    args = dafny_args(verifier.z3, 30, "/verifySnapshots:0", *(["/noCheating:1"] if verifier.config.no_cheating else []))
+    with tempfile.TemporaryDirectory(prefix="proofgym-coverage-") as tmp:
+        server = DafnyServer(verifier.sandbox, Path(tmp), mono=shutil.which(verifier.config.mono) or verifier.config.mono,
+                             server_exe=os.path.join(verifier.config.dafny_dir, "DafnyServer.exe"))
+        try:
+            for program in programs:
+                reply = server.request("verify", program, args=args, timeout_s=60, filename=verifier.config.filename)
+                diagnostics.extend(parse_output(reply.text, filename=verifier.config.filename).errors)
+        finally:
+            server.kill()
     covered, total = taxonomy_coverage(diagnostics)
     by_cat = Counter(d.category.value for d in diagnostics)
     print(f"taxonomy coverage: {covered}/{total} diagnostics = {100 * covered / max(total, 1):.1f}% "
@@ -128,7 +158,7 @@ def main() -> None:
     parser.add_argument("--coverage", action="store_true", help="also measure the taxonomy's coverage")
     args = parser.parse_args()
     if not dafny_available():
-        raise SystemExit("Dafny 2.3 is not installed: apt-get install dafny z3 && pip install z3-solver==4.8.5.0")
+        raise SystemExit(f"Dafny 2.3 is not installed: {DAFNY.install_hint}")
     all_tasks = build_tasks()
     step = max(1, len(all_tasks) // max(1, args.tasks))
     tasks = all_tasks[::step][: args.tasks]
@@ -143,7 +173,7 @@ def main() -> None:
         server_sampler, naive_sampler = PeakSampler(), PeakSampler()
         for task in tasks:
             for program in (task.reference_proof, broken(task)):
-                server_sampler.root = verifier._server.pid if verifier._server else None
+                server_sampler.root = server_root()
                 t = time.perf_counter()
                 result = verifier.check(task, program)
                 warm.append(time.perf_counter() - t)

@@ -14,6 +14,7 @@ It prints per-attempt medians, the ratio, the one-time context load, and peak me
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -26,8 +27,10 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
+from proofgym.envs.systems import COQ
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.coq import CoqVerifier
 
 WRONG = "Proof. intros. reflexivity. Qed."
@@ -58,7 +61,7 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=5, help="attempts per task and path (default 5)")
     args = parser.parse_args()
     if shutil.which("coqc") is None:
-        raise SystemExit("coqc not found: run `make setup`")
+        raise SystemExit(f"coqc not found: {COQ.install_hint}")
     tasks = load_tasks(args.suite)
     step = max(1, len(tasks) // args.tasks)
     tasks = tasks[::step][: args.tasks]
@@ -77,17 +80,17 @@ def main() -> None:
     with CoqVerifier(audit="never", max_sessions=2) as verifier:
         for task in track(tasks, description="warm coqidetop"):
             start = time.perf_counter()
-            # One-time costs per context: load it, and the first two OKs (the second computes the
-            # context's axiom summary once, which later OKs use instead of Print Assumptions).
-            verifier._session(task.context)  # noqa: SLF001
+            # One-time costs per context: the first two OKs (the first loads the context into a warm
+            # session, the second computes its axiom summary once, which later OKs use instead of
+            # Print Assumptions).
             verifier.check(task, task.reference_proof)
             verifier.check(task, task.reference_proof)
             loads.append(time.perf_counter() - start)
             for p in proofs:
                 result = verifier.check(task, p or task.reference_proof)
                 warm.append(result.wall_s)
-            for session in verifier._sessions.values():  # noqa: SLF001
-                peak_kib = max(peak_kib, *(vm_hwm_kib(pid) for pid in _tree(session.ide.pid)))
+            # the warm sessions are this process's only children now (the naive coqc runs are over)
+            peak_kib = max([peak_kib, *(vm_hwm_kib(pid) for pid in procfs.descendants(os.getpid()))])
         # Tactic mode: per-step latency in a warm session (steps, failed steps and backtracking).
         step_times: list[float] = []
         backtrack_times: list[float] = []
@@ -127,21 +130,6 @@ def main() -> None:
                   f"{amortized * 1000:.1f} ms per attempt, {statistics.mean(naive) / amortized:.1f}x (mean vs mean)")
     console.print(f"one-time per context (load + first two OKs): median {statistics.median(loads):.2f} s; "
                   f"an audited OK (coqc + coqchk) costs {audit_s:.2f} s ({audit_result.verdict.value})")
-
-
-def _tree(pid: int) -> list[int]:
-    """pid and its descendants (the sandbox's coqidetop is a child of bwrap)."""
-    out, frontier = [pid], [pid]
-    while frontier:
-        p = frontier.pop()
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            continue
-        for k in kids:
-            out.append(int(k))
-            frontier.append(int(k))
-    return out
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 
 from proofgym.envs.tasks.dafny_nl import build_tasks
 from proofgym.envs.types import Task, Verdict
+from tests.dafny_cli import dafny_itself
 from tests.test_dafny_common import dafny_verifier, dtask, requires_dafny
 
 pytestmark = [pytest.mark.prover, requires_dafny]
@@ -88,7 +89,7 @@ def test_every_bodyless_kind_is_refused(name: str, helper: str, body: str, allow
 
 def test_bodyless_iterator_gets_ok_from_dafny_itself() -> None:
     """Why the rule is proofgym's: Dafny 2.3 verifies the iterator cheat even under /noCheating:1."""
-    out = dafny_verifier().verify_raw(program("abs", ITERATOR, MOVE_NEXT))
+    out = dafny_itself(program("abs", ITERATOR, MOVE_NEXT))
     assert not out.errors and "Impl$$_module.__default.Abs" in out.verified_implementations()
 
 

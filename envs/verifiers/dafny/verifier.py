@@ -255,13 +255,6 @@ class DafnyVerifier(ProverVerifier):
             text = self._server_request("symbols", program, self._symbol_args(timeout_s), timeout_s)
         return parse_output(text, filename=self.config.filename)
 
-    def verify_raw(self, program: str, timeout_s: float = 60.0) -> DafnyOutput:
-        """Verify ``program`` as it is (no integrity checks): for helper programs such as equivalence wrappers."""
-        program = normalize_source(program)
-        with self._lock:
-            run = self._verify(program, timeout_s, boogie=False)
-        return run.output
-
     def check_equivalence(self, task: Task, program: str, *, result: CheckResult | None = None) -> EquivalenceResult:
         """Whether the verified ``program`` behaves like the task's reference (SkillForge's ER).
 
