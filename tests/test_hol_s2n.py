@@ -492,17 +492,59 @@ def test_imported_tasks_check_on_hol_light(tmp_path: Path):
     if not hol_light_installed():
         pytest.skip("HOL Light is not installed: apt-get install hol-light libnum-ocaml-dev")
     root = tmp_path / "s2n-bignum"
+    on_arm = _loadable_checkout(root)
+    with HolLightVerifier(bases=s2n_bases(root), progress=False) as verifier:
+        kept = validate_tasks(on_arm, verifier, rule=TimeoutRule())
+        failed = {t.id: verifier.check(t, "ALL_TAC").verdict for t in on_arm}
+    assert {t.id for t in kept} == {t.id for t in on_arm}  # reference OK and CHEAT_TAC CHEATING, each
+    assert set(failed.values()) == {Verdict.FAIL}
+
+
+def _inline(context: str, cwd: Path, loaded: set[tuple[str, str]] | None = None) -> str:
+    """A context's text with its loads of checkout files replaced by the files' text, as hol_loader.ml runs
+    them (``needs`` once per basename and digest): the same phrases, runnable where the checkout is not."""
+    loaded = set() if loaded is None else loaded
+    out: list[str] = []
+    for ph in split_phrases(context):
+        m = re.fullmatch(r'\s*(needs|loadt)\s+"([^"]+)"\s*', ph.text)
+        path = None if m is None else Path(m.group(2)) if Path(m.group(2)).is_absolute() else cwd / m.group(2)
+        if m is None or not path.is_file():
+            if ph.text.strip():
+                out.append(ph.text.strip("\n") + ";;\n")
+            continue
+        fileid = (path.name, hashlib.md5(path.read_bytes()).hexdigest())  # noqa: S324
+        if m.group(1) == "needs" and fileid in loaded:
+            continue
+        out.append(_inline(path.read_text(), cwd, loaded))
+        loaded.add(fileid)
+    return "".join(out)
+
+
+def _loadable_checkout(root: Path) -> list:
     for rel, text in LOADABLE.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     tasks, _ = import_s2n(root, hol_dir="/usr/share/hol-light")
     on_arm = [t for t in tasks if t.metadata["base"] == "arm"]
     assert {t.id for t in on_arm} == {"common.extra.EXTRA_DOUBLE", "arm.bignum_demo.L1", "arm.bignum_demo.L2"}
-    with HolLightVerifier(bases=s2n_bases(root), progress=False) as verifier:
-        kept = validate_tasks(on_arm, verifier, rule=TimeoutRule())
-        failed = {t.id: verifier.check(t, "ALL_TAC").verdict for t in on_arm}
-    assert {t.id for t in kept} == {t.id for t in on_arm}  # reference OK and CHEAT_TAC CHEATING, each
-    assert set(failed.values()) == {Verdict.FAIL}
+    return on_arm
+
+
+@pytest.mark.prover
+def test_imported_contexts_check_on_the_plain_base(hol, tmp_path: Path):
+    """The imported tasks' own context text (the base's setup, then the cheated pieces with a needs-loaded
+    file and an anonymous proof that would fail if it ran), inlined, on the run-wide plain server: reference
+    OK, ALL_TAC FAIL, CHEAT_TAC CHEATING. The loading of the pieces from the checkout on the task's own base
+    is the slow tier's test_imported_tasks_check_on_hol_light."""
+    from proofgym.envs.types import Verdict
+
+    root = tmp_path / "s2n-bignum"
+    for task in _loadable_checkout(root):
+        context = _inline(task.metadata["base_setup"] + task.context, root)
+        assert "loadt" not in context and "needs" not in context and "prove(`F`, CHEAT_TAC)" in context
+        plain = replace(task, context=context, metadata={})
+        got = [hol.check(plain, proof).verdict for proof in (task.reference_proof, "ALL_TAC", "CHEAT_TAC")]
+        assert got == [Verdict.OK, Verdict.FAIL, Verdict.CHEATING], (task.id, context)
 
 
 def test_a_lib_base_routes_through_base_ml_even_when_it_starts_with_an_s2n_load(checkout: Path):

@@ -443,6 +443,7 @@ class S2nImportReport:
     excluded: dict[str, int] = field(default_factory=dict)
     false_rejections: list[str] = field(default_factory=list)
     validated: bool = False
+    obfuscation: dict[str, Any] = field(default_factory=dict)  # ObfuscationReport's fields, when obfuscated
     seconds: float = 0.0
 
     def render(self) -> str:
@@ -476,6 +477,10 @@ class S2nImportReport:
             lines.append(f"whitelist false rejections of reference proofs: {len(self.false_rejections)}")
         else:
             lines.append("NOT validated (pass --validate with a HOL Light new enough for s2n-bignum)")
+        if self.obfuscation:
+            from proofgym.envs.tasks.hol_obfuscate import ObfuscationReport
+
+            lines.append(ObfuscationReport(**self.obfuscation).render())
         lines.append(f"took {self.seconds:.0f} s")
         return "\n".join(lines)
 
@@ -500,7 +505,7 @@ _ELF = re.compile(r'define_assert_from_elf\s+"[^"]*"\s+"([^"]+)"')
 def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARCHS,
                timeout_map: str | Path | None = None, contexts_dir: str | Path | None = None,
                validate: bool = False, workers: int = 1, rule: TimeoutRule | None = None,
-               verifier: Any = None, limit: int | None = None,
+               verifier: Any = None, limit: int | None = None, obfuscate: int = 0,
                progress: bool = True) -> tuple[list[Task], S2nImportReport]:
     """The tasks of an s2n-bignum checkout, and the import's report (validated when ``validate``).
 
@@ -510,6 +515,8 @@ def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARC
         contexts_dir: where the cheated context pieces go; inside the checkout (the HOL Light
             sandbox binds only the checkout), default ``<checkout>/.proofgym-contexts``.
         limit: validate only the first N tasks of each base (a quick try).
+        obfuscate: the bench's obfuscation tier (1 or 2; 0: none), after validation, in each task's
+            context (:mod:`proofgym.envs.tasks.hol_obfuscate`): one check per task.
     """
     start_time = time.monotonic()
     tree = SourceTree(checkout)
@@ -572,11 +579,57 @@ def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARC
     if bench:
         report.bench = compare_with_bench(list(collection.problems),
                                           {p.id: p.category for p in collection.problems.values()}, list(bench))
-    if validate:
-        tasks = _validate(tasks, report, hol_dir=hol_dir, tree=tree, workers=workers, rule=rule, verifier=verifier,
-                          limit=limit, progress=progress, timed_by_bench=bool(bench))
+    if validate or obfuscate:
+        from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+        owned = verifier is None
+        verifier = verifier or HolLightVerifier(hol_dir=hol_dir, bases=s2n_bases(tree.root, tree=tree),
+                                                progress=progress)
+        try:
+            if validate:
+                tasks = _validate(tasks, report, tree=tree, workers=workers, rule=rule, verifier=verifier,
+                                  limit=limit, progress=progress, timed_by_bench=bool(bench))
+            if obfuscate:
+                tasks = _obfuscate(tasks, report, tree=tree, tier=obfuscate, verifier=verifier, progress=progress)
+        finally:
+            if owned:
+                verifier.close()
     report.seconds = time.monotonic() - start_time
     return tasks, report
+
+
+def _obfuscate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, tier: int, verifier: Any,
+               progress: bool) -> list[Task]:
+    """The tasks with their queries obfuscated, one base at a time (a task whose object files are not
+    built cannot load its context: kept as it is, and counted)."""
+    from proofgym.envs.tasks.hol_obfuscate import ObfuscationReport, obfuscate_tasks
+
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    total = ObfuscationReport(tier)
+    done: dict[str, Task] = {}
+    by_base: dict[str, list[Task]] = {}
+    for task in tasks:
+        if missing_object_message(task, str(tree.root)):
+            total.kept["NO_OBJECT"] = total.kept.get("NO_OBJECT", 0) + 1
+            total.kept_ids.setdefault("NO_OBJECT", []).append(task.id)
+            done[task.id] = task
+        else:
+            by_base.setdefault(task.metadata["base"], []).append(task)
+    for base, group in sorted(by_base.items()):
+        if say:
+            say(f"obfuscating {len(group)} queries on base {base} (tier {tier})")
+        out, part = obfuscate_tasks(group, verifier, tier=tier, progress=say)
+        done.update((t.id, t) for t in out)
+        total.obfuscated += part.obfuscated
+        for why, n in part.kept.items():
+            total.kept[why] = total.kept.get(why, 0) + n
+            total.kept_ids.setdefault(why, []).extend(part.kept_ids[why])
+        for cat, row in part.per_category.items():
+            mine = total.per_category.setdefault(cat, {})
+            for k, n in row.items():
+                mine[k] = mine.get(k, 0) + n
+    report.obfuscation = asdict(total)
+    return [done[t.id] for t in tasks]
 
 
 def _objects_needed(tree: SourceTree, problem: BenchProblem) -> list[str]:
@@ -617,11 +670,10 @@ def build_objects(checkout: str | Path, objects: Sequence[str], *, jobs: int = 2
     return done
 
 
-def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree: SourceTree, workers: int,
+def _validate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, workers: int,
               rule: TimeoutRule | None, verifier: Any, limit: int | None, progress: bool,
               timed_by_bench: bool) -> list[Task]:
     from proofgym.envs.tasks.hol_build import validate_tasks
-    from proofgym.envs.verifiers.hol_light import HolLightVerifier
 
     rule = rule or TimeoutRule()
     excluded: Counter = Counter()
@@ -633,28 +685,21 @@ def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree:
             excluded[why.split(" (")[0]] += 1
             continue
         runnable.setdefault(task.metadata["base"], []).append(task)
-    owned = verifier is None
-    verifier = verifier or HolLightVerifier(hol_dir=hol_dir, bases=s2n_bases(tree.root, tree=tree),
-                                            progress=progress)
     kept: list[Task] = []
-    try:
-        for base, group in sorted(runnable.items()):
-            group = group[:limit] if limit else group
-            try:
-                verifier.server(base)
-            except VerifierError as exc:
-                first = str(exc).splitlines()[0]
-                excluded[f"base {base} does not load ({first[:160]})"] += len(group)
-                continue
-            done = validate_tasks(group, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
-                                  false_rejections=report.false_rejections)
-            if timed_by_bench:  # the bench's timeouts stand; the measured time is metadata
-                by_id = {t.id: t for t in group}
-                done = [replace(t, timeout_s=by_id[t.id].timeout_s) for t in done]
-            kept += done
-    finally:
-        if owned:
-            verifier.close()
+    for base, group in sorted(runnable.items()):
+        group = group[:limit] if limit else group
+        try:
+            verifier.server(base)
+        except VerifierError as exc:
+            first = str(exc).splitlines()[0]
+            excluded[f"base {base} does not load ({first[:160]})"] += len(group)
+            continue
+        done = validate_tasks(group, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
+                              false_rejections=report.false_rejections)
+        if timed_by_bench:  # the bench's timeouts stand; the measured time is metadata
+            by_id = {t.id: t for t in group}
+            done = [replace(t, timeout_s=by_id[t.id].timeout_s) for t in done]
+        kept += done
     report.validated = True
     report.kept = dict(Counter(t.category for t in kept))
     report.excluded = dict(excluded)
@@ -663,7 +708,7 @@ def _validate(tasks: list[Task], report: S2nImportReport, *, hol_dir: str, tree:
 
 def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: str = "",
               timeout_map: str | None = None, validate: bool = False, workers: int = 1, limit: int | None = None,
-              progress: bool = True, objects: bool = False, **_: Any) -> S2nImportReport:
+              progress: bool = True, objects: bool = False, obfuscate: int = 0, **_: Any) -> S2nImportReport:
     """``proofgym build s2n-bignum --checkout DIR --hol-dir DIR [--validate]``: write the suite and its report.
 
     With ``objects``, the object files the contexts read are built first (the checkout's Makefiles).
@@ -679,7 +724,7 @@ def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: 
             if status != "ok":
                 print(f"{arch}: {status}", file=sys.stderr, flush=True)
     tasks, report = import_s2n(checkout, hol_dir=hol_dir, timeout_map=timeout_map, validate=validate,
-                               workers=workers, limit=limit, progress=progress)
+                               workers=workers, limit=limit, obfuscate=obfuscate or 0, progress=progress)
     write_tasks(out, tasks)
     out.with_name(out.stem + ".report.json").write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
     return report
@@ -697,9 +742,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="validate only the first N tasks of each base")
     ap.add_argument("--objects", action="store_true", help="first build the object files the contexts read "
                     "(make in <checkout>/arm and /x86; arm needs binutils-aarch64-linux-gnu on x86-64)")
+    ap.add_argument("--obfuscate", type=int, choices=(1, 2), help="the bench's query obfuscation tier "
+                    "(1: every atom's type; 2: also every bound variable renamed), one check per task")
     args = ap.parse_args(argv)
     report = build_s2n(Path(args.out), checkout=args.checkout, hol_dir=args.hol_dir, timeout_map=args.timeout_map,
-                       validate=args.validate, workers=args.workers, limit=args.limit or None, objects=args.objects)
+                       validate=args.validate, workers=args.workers, limit=args.limit or None, objects=args.objects,
+                       obfuscate=args.obfuscate or 0)
     print(report.render())
     return 0
 
