@@ -231,8 +231,8 @@ class RepairRollout:
         generate = self.generator or TrainerGenerator(trainer)
         turn_tokens = self.turn_tokens or getattr(trainer.args, "max_completion_length", None) or 256
         n = len(prompts)
-        # The episode's feedback is the reward's (feedback_chars of it); the policy is shown its first
-        # self.feedback_chars characters, as before the loop was shared.
+        # An episode keeps the reward's feedback (the checker's feedback_chars, what an Outcome carries);
+        # the next turn shows the policy its first self.feedback_chars characters.
         episodes = [Episode(self.task_for(p), max_attempts=self.max_turns, reward_map=self.checker.reward_of,
                             ends_on=FINAL_VERDICTS, feedback_chars=self.checker.feedback_chars) for p in prompts]
         conversations = [[dict(m) for m in p] for p in prompts]
