@@ -2,7 +2,7 @@
 
 Every place that lets a policy try, read the verifier's answer and try again drives an
 :class:`Episode`: ``WholeProofEnv.step`` (and so ``proofgym eval``, which runs its episodes
-through the env), the ``check_proof`` tool env of GRPO, SkillForge and Cobblestone. The
+through the env), GRPO's repair rollout and ``check_proof`` tool env, SkillForge and Cobblestone. The
 episode holds the rules they share: what a non-text action gets (an ``ERROR`` verdict, never
 an exception), the reward of a verdict, the feedback the next turn shows, which verdicts end
 the episode, and when the budget is spent. What to try next stays each caller's own logic.
@@ -15,10 +15,11 @@ TRL rollout checks a whole generation batch at once). A harness failure is not a
 :class:`TaskSet` is the tasks an env or an evaluation runs: loaded once (a suite name or
 path, or a list), ids unique, a task drawn by id or with the env's ``np_random``.
 
-A TRL repair rollout drives one episode per prompt: ``Episode(task, max_attempts=max_turns,
-ends_on=FINAL_VERDICTS)``; each turn it ``record``s the pool's result for that prompt (or
-``fail``s on a harness failure), stops generating for it once ``done``, and words
-``episode.feedback`` as the next user turn.
+The TRL repair rollout (``training/rollout.py``) drives one episode per prompt:
+``Episode(task, max_attempts=max_turns, ends_on=FINAL_VERDICTS)`` with the reward's shaped reward
+as ``reward_map``; each turn it ``record``s the pool's result for that prompt (or ``fail``s on a
+harness failure), stops generating for it once ``done``, and words ``episode.feedback`` as the
+next user turn.
 """
 
 from __future__ import annotations
