@@ -11,11 +11,12 @@ bounded by Coq's ``timeout`` so that a slow candidate fails and the next runs. `
 (ATP calls, ~46 s per failure) is left out unless ``--full-hammer``.
 
 CoqHammer is loaded *after* the task's context (``From Hammer Require Import Tactics.`` and
-``Lia`` appended to it), never before: its tactics library requires ``ssreflect``, whose grammar
-(``by``, ``rewrite``) changes how a project's own proofs parse, so as a prelude it broke the
-contexts themselves (stdpp's ``fin_maps.v``: ``elem_of_list_to_map_1'`` fails, later lemmas are
-missing, every later task's context "does not load"). After the context it changes nothing the
-context states; a ``Require`` inside an open Section is allowed (Coq warns that it is fragile).
+``Lia`` appended to it), never before: imported before a project's sources, it changes how their
+own proofs run, so as a prelude it broke the contexts themselves (stdpp's ``fin_maps.v``, under
+plain ``coqc`` too: ``elem_of_list_to_map_1'`` fails with "Incorrect number of goals", so the
+lemmas after it are missing and every later task's context "does not load"; a ``Require`` of it
+without ``Import`` does not do this). After the context it changes nothing the context states; a
+``Require`` inside an open Section or Module is allowed (Coq warns that it is fragile).
 The price is that each task's context is its own (a file's warm session cannot be extended to the
 next lemma), so each task loads its context cold, from the isolation cache where it can.
 
