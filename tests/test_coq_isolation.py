@@ -184,3 +184,35 @@ def test_a_truncated_vo_is_rebuilt_not_loaded(tmp_path: Path):
         assert _verdicts(v, task, proofs) == expected
         stats = dict(v.isolation.stats)
     assert stats.get("rebuilt") == 1 and stats.get("builds") == 1 and stats.get("loaded") == 1, stats
+
+
+@pytest.mark.prover
+@requires_coq
+def test_the_environment_baseline_is_kept_and_read_back_by_a_later_run(tmp_path: Path):
+    """A context cached in part (an open Section) has its environment baseline (a coqc + coqchk of the whole context,
+    computed at its second OK) kept in the cache directory; a later verifier reads it from its first OK on instead of
+    compiling the context again, and the context's axiom still makes a proof that uses it CHEATING. An entry that does
+    not match its key is not used: it is computed again."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    context = "Axiom bad : 1 = 2.\nLemma ok0 : True. Proof. exact I. Qed.\nSection S.\nVariable n : nat.\n"
+    honest = _task("base_ok", context, "Lemma t6 : n + 0 = n.", "Proof. induction n; simpl; auto. Qed.",
+                   allowed_axioms=[])
+    cheat = _task("base_cheat", context, "Lemma t7 : 1 = 2.", "Proof. Admitted.", allowed_axioms=[])
+    checks = [(honest, honest.reference_proof), (honest, honest.reference_proof), (cheat, "Proof. exact bad. Qed.")]
+
+    def run() -> tuple[list[Verdict], dict[str, int]]:
+        with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as v:
+            verdicts = [v.check(t, p).verdict for t, p in checks]
+            return verdicts, dict(v.isolation.stats)
+
+    first, stats = run()
+    assert first == [Verdict.OK, Verdict.OK, Verdict.CHEATING]
+    assert stats.get("baselines_stored") == 1 and not stats.get("baselines_read"), stats
+    again, stats = run()
+    assert again == first and stats.get("baselines_read", 0) >= 1 and not stats.get("baselines_stored"), stats
+    entries = list(tmp_path.glob("B*.chk.json"))
+    assert len(entries) == 1
+    entries[0].write_text('{"key": "not this one", "out": ""}', encoding="utf-8")
+    third, stats = run()
+    assert third == first and stats.get("baselines_stored") == 1 and not stats.get("baselines_read"), stats

@@ -4,7 +4,10 @@ One :class:`IdeTop` is one long-lived prover process. Calls are synchronous;
 feedback messages that arrive before a call's ``<value>`` are collected with it.
 A read deadline guards every call (a missing final ``.`` or a looping tactic
 otherwise blocks forever); at the deadline the computation is interrupted with
-SIGINT, and the process is killed if it does not answer. The process, its reader,
+SIGINT, and the process is killed if it does not answer. A call can also be given a
+CPU budget (``cpu_until``: the prover's CPU seconds, :meth:`IdeTop.cpu_s`), checked
+every :data:`CPU_POLL_S` while it waits: a deadline that does not move when the machine
+is busy. The process, its reader,
 stderr tail and kill are a :class:`~proofgym.envs.verifiers.warm.WarmProcess`.
 """
 
@@ -22,10 +25,14 @@ from xml.sax.saxutils import escape
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import Goal
+from proofgym.envs.verifiers.procfs import cpu_seconds
 from proofgym.envs.verifiers.sandbox import Sandbox
 from proofgym.envs.verifiers.warm import DeadlinePassed, WarmProcess
 
 _ENTITIES = {"&nbsp;": " "}
+#: How often a call with a CPU budget reads the prover's CPU time while it waits (a check that answers sooner
+#: never reads it).
+CPU_POLL_S = 0.05
 _INVALID_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -107,27 +114,38 @@ class IdeTop:
         return self._warm.closed
 
     # -- transport ---------------------------------------------------------------------------
-    def call(self, xml: str, *, timeout_s: float) -> Reply:
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the prover's processes have used so far."""
+        return cpu_seconds(self.program_pids())
+
+    def call(self, xml: str, *, timeout_s: float, cpu_until: float | None = None) -> Reply:
         """Send one call; collect feedback until its ``<value>``.
 
+        ``timeout_s`` is a wall-clock deadline; ``cpu_until`` (optional) a CPU one: the call is interrupted
+        once :meth:`cpu_s` passes it, whichever comes first.
+
         Raises:
-            DeadlinePassed: no answer by the deadline; the computation was interrupted
-                (``self.closed`` is True if the process had to be killed).
+            DeadlinePassed: no answer by the deadline (or within the CPU budget); the computation was
+                interrupted (``self.closed`` is True if the process had to be killed).
             ProcessDied: the process exited.
         """
         self._warm.send(xml.encode("utf-8"))
         deadline = time.monotonic() + timeout_s
         messages: list[tuple[str, str]] = []
         loaded: list[str] = []
-        interrupted = False
+        interrupted = ""
         while True:
+            polling = cpu_until is not None and not interrupted
+            wait_until = min(deadline, time.monotonic() + CPU_POLL_S) if polling else deadline
             try:
-                elem = self._warm.receive(deadline)
+                elem = self._warm.receive(wait_until)
             except DeadlinePassed:
                 if interrupted:
                     self.kill()
                     raise DeadlinePassed("coqidetop did not answer an interrupt; killed") from None
-                interrupted = True
+                if polling and wait_until < deadline and self.cpu_s() <= cpu_until:  # type: ignore[operator]
+                    continue  # the CPU budget is not spent yet
+                interrupted = "the CPU budget" if polling and wait_until < deadline else "the deadline"
                 self._warm.interrupt()
                 deadline = time.monotonic() + 2.0
                 continue
@@ -153,11 +171,12 @@ class IdeTop:
             good = elem.get("val") == "good"
             error = "" if good else richpp_text(elem.find("richpp")).strip()
             if interrupted:
-                raise DeadlinePassed("interrupted at the deadline")
+                raise DeadlinePassed(f"interrupted at {interrupted}")
             return Reply(good, elem, messages, error, loaded)
 
     # -- protocol ----------------------------------------------------------------------------
-    def add(self, sentence: str, state: int, *, timeout_s: float) -> tuple[int | None, Reply]:
+    def add(self, sentence: str, state: int, *, timeout_s: float,
+            cpu_until: float | None = None) -> tuple[int | None, Reply]:
         """Parse ``sentence`` after ``state``. Returns the new state id (None on a parse error)."""
         xml = (
             '<call val="Add"><pair><pair><pair><pair>'
@@ -165,15 +184,15 @@ class IdeTop:
             f'<pair><state_id val="{state}"/><bool val="false"/></pair></pair>'
             "<int>0</int></pair><pair><int>0</int><int>0</int></pair></pair></call>"
         )
-        reply = self.call(xml, timeout_s=timeout_s)
+        reply = self.call(xml, timeout_s=timeout_s, cpu_until=cpu_until)
         if not reply.good:
             return None, reply
         sid = reply.value.find("pair/state_id")
         return int(sid.get("val")), reply
 
-    def goal_snapshot(self, *, timeout_s: float) -> tuple[GoalSnapshot | None, Reply]:
+    def goal_snapshot(self, *, timeout_s: float, cpu_until: float | None = None) -> tuple[GoalSnapshot | None, Reply]:
         """Execute up to the tip; all goal lists (None when not in proof mode)."""
-        reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s)
+        reply = self.call('<call val="Goal"><unit/></call>', timeout_s=timeout_s, cpu_until=cpu_until)
         if not reply.good:
             return None, reply
         opt = reply.value.find("option")
@@ -186,15 +205,15 @@ class IdeTop:
         given_up = tuple(_parse_goal(g) for g in lists[3].findall("goal")) if len(lists) > 3 else ()
         return GoalSnapshot(fg, bg, shelved, given_up), reply
 
-    def goals(self, *, timeout_s: float) -> tuple[list[Goal] | None, Reply]:
+    def goals(self, *, timeout_s: float, cpu_until: float | None = None) -> tuple[list[Goal] | None, Reply]:
         """The focused goals; when none are focused, the unfocused and shelved ones (what remains)."""
-        snap, reply = self.goal_snapshot(timeout_s=timeout_s)
+        snap, reply = self.goal_snapshot(timeout_s=timeout_s, cpu_until=cpu_until)
         if snap is None:
             return None, reply
         return list(snap.foreground or (snap.background + snap.shelved)), reply
 
-    def status(self, *, timeout_s: float) -> Reply:
-        return self.call('<call val="Status"><bool val="true"/></call>', timeout_s=timeout_s)
+    def status(self, *, timeout_s: float, cpu_until: float | None = None) -> Reply:
+        return self.call('<call val="Status"><bool val="true"/></call>', timeout_s=timeout_s, cpu_until=cpu_until)
 
     def edit_at(self, state: int, *, timeout_s: float) -> Reply:
         return self.call(f'<call val="Edit_at"><state_id val="{state}"/></call>', timeout_s=timeout_s)

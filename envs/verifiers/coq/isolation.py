@@ -245,6 +245,41 @@ class IsolationCache:
         p = self.plan(context)
         return isinstance(p, Plan) and p.whole and (self.directory / f"{p.module}.chk.json").is_file()
 
+    # -- environment baselines ----------------------------------------------------------------
+    def _baseline_path(self, source: str) -> tuple[str, Path]:
+        key = hashlib.sha256(json.dumps([FORMAT, "baseline", self.coq_version, list(self.args), source]).encode()
+                             ).hexdigest()
+        return key, self.directory / f"B{key[:40]}.chk.json"
+
+    def stored_baseline(self, source: str) -> str | None:
+        """``coqchk -o``'s summary of ``source`` compiled on its own, as :meth:`store_baseline` kept it; None if absent.
+
+        The verifier's environment baseline of a context that is not cached whole (its ``.vo`` is not that
+        compilation): a ``coqc`` + ``coqchk`` of the whole context, seconds, kept content-addressed (the format,
+        Coq's version, the flags and load path, the exact source) so that a later run reads it instead.
+        """
+        key, path = self._baseline_path(source)
+        with contextlib.suppress(OSError, ValueError):
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(meta, dict) and meta.get("key") == key and isinstance(meta.get("out"), str):
+                self.stats["baselines_read"] += 1
+                return meta["out"]
+        return None
+
+    def has_baseline(self, source: str) -> bool:
+        return self._baseline_path(source)[1].is_file()
+
+    def store_baseline(self, source: str, out: str, workdir_parent: Path) -> None:
+        """Keep the summary of a compilation that succeeded (coqc and coqchk both exit 0; the caller's rule)."""
+        key, path = self._baseline_path(source)
+        workdir = Path(tempfile.mkdtemp(prefix="isobase", dir=workdir_parent))
+        try:
+            (workdir / "chk.json").write_text(json.dumps({"key": key, "out": out}), encoding="utf-8")
+            _move_in(workdir / "chk.json", path)  # atomic: a reader sees the whole entry or none
+            self.stats["baselines_stored"] += 1
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
     # -- entries ------------------------------------------------------------------------------
     def _paths(self, p: Plan) -> tuple[Path, Path]:
         return self.directory / f"{p.module}.vo", self.directory / f"{p.module}.json"

@@ -91,6 +91,11 @@ class CoqConfig:
     # isolation_dir (default $PROOFGYM_CACHE/coq-isolation) instead of replaying it; see coq/isolation.py.
     isolation_cache: bool = True
     isolation_dir: str = ""
+    # What a task's timeout_s counts (the README's TIMEOUT policy): "wall" (default), wall-clock seconds of
+    # stepping the proof; "cpu", the prover's CPU seconds for it (a budget that does not move when the machine
+    # is busy), with a wall-clock backstop at wall_backstop * timeout_s for a prover that waits without computing.
+    timeout_clock: str = "wall"
+    wall_backstop: float = 4.0
 
 
 @dataclass
@@ -179,6 +184,10 @@ class CoqVerifier(ProverVerifier):
     def __init__(self, config: CoqConfig | None = None, **overrides: object) -> None:
         super().__init__(config, **overrides)
         cfg = self.config
+        if cfg.timeout_clock not in ("wall", "cpu"):
+            raise ValueError(f"timeout_clock must be 'wall' or 'cpu', got {cfg.timeout_clock!r}")
+        if cfg.wall_backstop < 1:
+            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {cfg.wall_backstop!r}")
         for tool in (cfg.coqidetop, cfg.coqc):
             if shutil.which(tool) is None:
                 raise ProverNotFound(f"{tool} not found; {COQ.install_hint}")
@@ -435,11 +444,13 @@ class CoqVerifier(ProverVerifier):
                 if attempt == 1:
                     return _Outcome(Verdict.FAIL, ["the prover died while running the proof (resource limits)"],
                                     [str(exc)], category=ErrorCategory.RESOURCE)
-            except DeadlinePassed:
+            except DeadlinePassed as exc:
                 # An interrupted computation may leave a grown heap or half-updated state behind.
                 self._drop(session)
-                return _Outcome(Verdict.TIMEOUT, [f"no verdict within timeout_s={task.timeout_s}"],
-                                category=ErrorCategory.TIMEOUT)
+                budget = (f"{task.timeout_s} CPU seconds of the prover" if "CPU" in str(exc) else
+                          f"the wall-clock backstop of {self.config.wall_backstop:g} x timeout_s"
+                          if self.config.timeout_clock == "cpu" else f"timeout_s={task.timeout_s}")
+                return _Outcome(Verdict.TIMEOUT, [f"no verdict within {budget}"], category=ErrorCategory.TIMEOUT)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def prover_env(self) -> dict[str, str]:
@@ -455,28 +466,36 @@ class CoqVerifier(ProverVerifier):
 
     def _step(self, session: _Session, task: Task, normalized: NormalizedProof) -> _Outcome:
         ide = session.ide
-        deadline = time.monotonic() + task.timeout_s
+        cpu = self.config.timeout_clock == "cpu"
+        deadline = time.monotonic() + task.timeout_s * (self.config.wall_backstop if cpu else 1.0)
+        # The CPU budget counts the prover's CPU from here: the statement and the proof, as the wall clock did.
+        cpu_until = ide.cpu_s() + task.timeout_s if cpu else None
 
         def left() -> float:
             return max(0.05, deadline - time.monotonic())
 
+        def expired() -> None:
+            if time.monotonic() > deadline:
+                raise DeadlinePassed("deadline")
+            if cpu_until is not None and ide.cpu_s() > cpu_until:
+                raise DeadlinePassed("past the CPU budget")
+
         ide.edit_at(session.base, timeout_s=30)
-        state, reply = ide.add(task.statement, session.base, timeout_s=left())
+        state, reply = ide.add(task.statement, session.base, timeout_s=left(), cpu_until=cpu_until)
         if state is None:
             raise ContextLoadError(f"task statement does not parse: {reply.error}")
-        goals, reply = ide.goals(timeout_s=left())
+        goals, reply = ide.goals(timeout_s=left(), cpu_until=cpu_until)
         if goals is None:
             raise ContextLoadError(f"task statement fails in Coq: {reply.error or 'not in proof mode'}")
-        if time.monotonic() > deadline:
-            raise DeadlinePassed("deadline")
+        expired()
         last_goals = goals
         for index, sentence in enumerate(normalized.sentences):
-            new, reply = ide.add(sentence, state, timeout_s=left())
+            new, reply = ide.add(sentence, state, timeout_s=left(), cpu_until=cpu_until)
             if sentence.startswith("Import "):
                 # Only the normaliser writes a bare Import (tactics are parenthesised). Run it
                 # now, so that a module that cannot be imported is reported as such.
                 if new is not None:
-                    reply = ide.status(timeout_s=left())
+                    reply = ide.status(timeout_s=left(), cpu_until=cpu_until)
                 if new is None or not reply.good:
                     return _Outcome(Verdict.ERROR, [
                         f"`{sentence}` fails: import only modules of the libraries the task's context "
@@ -488,15 +507,13 @@ class CoqVerifier(ProverVerifier):
             state = new
             is_end = sentence in ("Qed.", "Defined.")
             if is_end:
-                reply = ide.status(timeout_s=left())
-                if time.monotonic() > deadline:
-                    raise DeadlinePassed("deadline")
+                reply = ide.status(timeout_s=left(), cpu_until=cpu_until)
+                expired()
                 if not reply.good:
                     return self._failure(index, sentence, reply, last_goals)
                 return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state)
-            goals, reply = ide.goals(timeout_s=left())
-            if time.monotonic() > deadline:
-                raise DeadlinePassed("deadline")
+            goals, reply = ide.goals(timeout_s=left(), cpu_until=cpu_until)
+            expired()
             if goals is None:
                 if reply.good:  # left proof mode without a terminator: cannot happen with the whitelist
                     return _Outcome(Verdict.CHEATING, ["the proof left proof mode early"],
@@ -604,7 +621,8 @@ class CoqVerifier(ProverVerifier):
         # The summary costs a coqc + coqchk of the context, so it waits for the context's second OK; an isolation
         # cache entry that has it already costs nothing to read, so then from the first OK on.
         if key not in self._baseline_cache and self._oks_per_context[key] < 2 and not (
-                self.isolation is not None and not closings and self.isolation.has_summary(context)):
+                self.isolation is not None and ((not closings and self.isolation.has_summary(context))
+                                                or self.isolation.has_baseline(context + "\n" + closings + "\n"))):
             return False
         try:
             env_axioms, env_flags = self._baseline(context, closings)
@@ -742,10 +760,16 @@ class CoqVerifier(ProverVerifier):
                 axioms, flags = _parse_coqchk(summary)
                 self._baseline_cache[key] = (frozenset(axioms), frozenset(flags))
                 return self._baseline_cache[key]
-            result = self._compile_and_check(context + "\n" + closings + "\n", self.config.context_timeout_s)
-            if result is None or result[0] != 0 or result[2] != 0:
-                raise ContextLoadError("the task context does not compile on its own with coqc")
-            axioms, flags = _parse_coqchk(result[3])
+            source = context + "\n" + closings + "\n"
+            out = None if self.isolation is None else self.isolation.stored_baseline(source)
+            if out is None:
+                result = self._compile_and_check(source, self.config.context_timeout_s)
+                if result is None or result[0] != 0 or result[2] != 0:
+                    raise ContextLoadError("the task context does not compile on its own with coqc")
+                out = result[3]
+                if self.isolation is not None:
+                    self.isolation.store_baseline(source, out, self._root)
+            axioms, flags = _parse_coqchk(out)
             self._baseline_cache[key] = (frozenset(axioms), frozenset(flags))
         return self._baseline_cache[key]
 

@@ -93,6 +93,8 @@ DAFNY_DIR = "/usr/lib/dafny"
 INSTALL_HINT = DAFNY.install_hint  # kept for one release: the hint is the system spec's (envs/systems.py)
 
 _BODYLESS_WARNING_RE = re.compile(r"this (loop|forall statement) has no body")
+#: z3's answer when its resource limit (/rlimit) ran out before Boogie's own handshake; Dafny 2.3 then crashes.
+_Z3_RLIMIT_HIT = "max. resource limit exceeded"
 _TIMED_OUT = object()  # what _translate answers when the translation ran past its deadline
 
 
@@ -161,6 +163,11 @@ class DafnyConfig:
     no_cheating: bool = True  # /noCheating:1: an assumption that slipped through is checked as an assertion
     max_time_limit_s: int = 120  # cap on /timeLimit (seconds per implementation)
     grace_s: float = 10.0  # the outer kill fires at the task's timeout plus this
+    # A deterministic budget (the README's TIMEOUT policy): z3's resource limit per implementation (/rlimit:N,
+    # in z3's own units; 0: off, the budget is /timeLimit, wall-clock). With it, the wall-clock limits become a
+    # backstop: /timeLimit and the outer kill at wall_backstop * timeout_s.
+    rlimit: int = 0
+    wall_backstop: float = 4.0
     restart_every: int = 200  # restart the server after this many checks (bounds its memory and CPU time)
     filename: str = "program.dfy"
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(
@@ -200,6 +207,10 @@ class DafnyVerifier(ProverVerifier):
         cfg = self.config
         if cfg.backend not in ("server", "cli"):
             raise ValueError(f"backend must be 'server' or 'cli', got {cfg.backend!r}")
+        if isinstance(cfg.rlimit, bool) or not isinstance(cfg.rlimit, int) or cfg.rlimit < 0:
+            raise ValueError(f"rlimit must be an int >= 0 (z3 resource units; 0: off), got {cfg.rlimit!r}")
+        if cfg.wall_backstop < 1:
+            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {cfg.wall_backstop!r}")
         mono = shutil.which(cfg.mono)
         if mono is None:
             raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {DAFNY.install_hint}")
@@ -284,9 +295,15 @@ class DafnyVerifier(ProverVerifier):
                                  (), text)
 
     # -- internals ----------------------------------------------------------------------------
+    def _wall_s(self, timeout_s: float) -> float:
+        """The wall-clock seconds a run gets: the task's timeout, or its backstop under a z3 resource limit."""
+        return timeout_s * self.config.wall_backstop if self.config.rlimit else timeout_s
+
     def _base_args(self, timeout_s: float, *, no_cheating: bool | None = None, server: bool = True) -> list[str]:
-        limit = max(1, min(self.config.max_time_limit_s, math.ceil(timeout_s)))
+        limit = max(1, min(self.config.max_time_limit_s, math.ceil(self._wall_s(timeout_s))))
         args = ["/compile:0", f"/z3exe:{self.z3}", f"/timeLimit:{limit}"]
+        if self.config.rlimit:
+            args.append(f"/rlimit:{self.config.rlimit}")
         if server:
             # The server caches results by checksum across requests; the CLI has nothing to cache, and
             # there /verifySnapshots:0 makes it look for snapshot files, verify nothing and exit 0.
@@ -403,6 +420,11 @@ class DafnyVerifier(ProverVerifier):
         if run.timed_out:
             return CheckResult(Verdict.TIMEOUT, (f"ran past the {task.timeout_s:g} s deadline (killed)",), messages,
                                error_category=ErrorCategory.TIMEOUT, backend=backend, cpu_s=run.cpu_s)
+        if run.crashed and self.config.rlimit and any(_Z3_RLIMIT_HIT in e for e in out.prover_errors):
+            # The budget ran out (so early that Boogie crashed on it): a TIMEOUT, as an "out of resource" outcome is.
+            return CheckResult(Verdict.TIMEOUT, (f"z3 ran out of its resource limit (rlimit={self.config.rlimit})",),
+                               messages + out.prover_errors[:1], error_category=ErrorCategory.TIMEOUT,
+                               backend=backend, cpu_s=run.cpu_s)
         if run.crashed:
             category = primary_category(out.diagnostics)
             return CheckResult(Verdict.FAIL, (f"Dafny crashed on this program: {run.crashed}",), messages,
@@ -507,7 +529,7 @@ class DafnyVerifier(ProverVerifier):
         cpu_before = self._server.cpu_s if self._server is not None else 0.0
         try:
             text = self._server_request("verify", program, self._base_args(timeout_s, no_cheating=no_cheating),
-                                        timeout_s + self.config.grace_s, fatal_ok=True)
+                                        self._wall_s(timeout_s) + self.config.grace_s, fatal_ok=True)
         except DeadlinePassed:
             self.stats["outer_kills"] += 1
             return _Run(DafnyOutput(), "server", timed_out=True)
@@ -530,7 +552,7 @@ class DafnyVerifier(ProverVerifier):
             (workdir / self.config.filename).write_text(program, encoding="utf-8")
             args = [self._mono, self._dafny_exe, *self._base_args(timeout_s, server=False, no_cheating=no_cheating),
                     "/noVerify", f"/print:{workdir / 'boogie.bpl'}", self.config.filename]
-            run = self.sandbox.run(args, workdir=workdir, timeout_s=timeout_s + self.config.grace_s)
+            run = self.sandbox.run(args, workdir=workdir, timeout_s=self._wall_s(timeout_s) + self.config.grace_s)
             if run.timed_out:
                 self.stats["outer_kills"] += 1
                 return _TIMED_OUT
@@ -544,7 +566,7 @@ class DafnyVerifier(ProverVerifier):
     def _server_symbols(self, program: str, timeout_s: float) -> list[Symbol] | None:
         try:
             text = self._server_request("symbols", program, self._symbol_args(timeout_s),
-                                        timeout_s + self.config.grace_s, fatal_ok=True)
+                                        self._wall_s(timeout_s) + self.config.grace_s, fatal_ok=True)
         except (DeadlinePassed, ProcessDied):
             return None
         symbols = parse_symbols(text)
@@ -587,7 +609,7 @@ class DafnyVerifier(ProverVerifier):
             if boogie:
                 args.append(f"/print:{workdir / 'boogie.bpl'}")
             args.append(self.config.filename)
-            run = self.sandbox.run(args, workdir=workdir, timeout_s=timeout_s + self.config.grace_s)
+            run = self.sandbox.run(args, workdir=workdir, timeout_s=self._wall_s(timeout_s) + self.config.grace_s)
             if run.timed_out:
                 self.stats["outer_kills"] += 1
                 return _Run(DafnyOutput(), "cli", timed_out=True, returncode=None, cpu_s=run.cpu_s)
