@@ -4,7 +4,10 @@ Why a pool: a verifier is only fast when it is warm (a Coq context loaded once i
 a HOL Light zygote forked once), and one verifier checks one proof at a time. A pool keeps ``N``
 workers, each holding one warm verifier per system (made by
 :func:`~proofgym.envs.verifiers.base.make_verifier`, so any system plugs in), and sends each check
-to a worker that already has its context warm.
+to a worker that already has its context warm. An idle worker takes queued checks from the others by what
+they cost it: first those whose context it has warm, then those whose context nobody has loaded yet (with
+the rest of that context's queue, so that it is loaded once), and another worker's warm context only when
+the wait there is longer than loading it here (from the load and check times the pool measures).
 
 The interface (:class:`VerifierPool`) is what evaluation, the GRPO reward functions, the vector
 envs and the verifier HTTP service all use:

@@ -53,6 +53,7 @@ fenced code block, ASCII for typographic look-alikes, no Markdown emphasis aroun
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -289,7 +290,9 @@ def _sentence_key(code: str) -> tuple[str, ...]:
     return tuple(re.findall(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*|\d+|\S", code))
 
 
+@functools.lru_cache(maxsize=64)
 def _context_keys(context: str) -> frozenset[tuple[str, ...]]:
+    # Every submission is compared with its task's context: computed once per context.
     try:
         return frozenset(_sentence_key(s.code) for s in split_sentences(context))
     except CoqLexError:
