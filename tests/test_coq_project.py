@@ -32,6 +32,7 @@ from proofgym.envs.tasks.coq_project import (
     subsample,
     suite_load_path,
     user_contrib,
+    validation_order,
 )
 from proofgym.envs.types import Task, Verdict
 from tests.conftest import close_at_session_end, requires_coq
@@ -163,6 +164,18 @@ def test_a_subset_is_a_seeded_draw_from_the_sample_per_category() -> None:
     assert [t.id for t in subsample(tasks, {"P1": 5}, seed=5)] != [t.id for t in chosen if t.category == "P1"]
 
 
+def test_validation_order_keeps_every_prefix_stratified_by_category() -> None:
+    tasks = [_task(f"t{c}{i:02d}", c) for c, n in (("P1", 16), ("P2", 12), ("P3", 8)) for i in range(n)]
+    order = validation_order(tasks, seed=0)
+    assert sorted(t.id for t in order) == sorted(t.id for t in tasks)
+    assert [t.id for t in validation_order(list(reversed(tasks)), seed=0)] == [t.id for t in order]
+    for k in range(1, len(order) + 1):
+        have = Counter(t.category for t in order[:k])
+        for category, n in (("P1", 16), ("P2", 12), ("P3", 8)):
+            assert abs(have[category] - k * n / len(tasks)) <= 1, (k, have)
+    assert [t.id for t in validation_order(tasks, seed=1)] != [t.id for t in order]
+
+
 def test_symbolic_candidates_are_bounded_by_coqs_timeout() -> None:
     proof = SymbolicAgent("coq", tactics=("auto.", "lia."), candidate_timeout_s=3).whole_proof()
     assert proof == "Proof. intros; first [ solve [timeout 3 auto] | solve [timeout 3 lia] ]. Qed."
@@ -287,11 +300,35 @@ def test_a_context_that_loads_the_original_file_is_refused(project_dir: Path, ve
 
 @pytest.mark.prover
 @requires_coq
-def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: Path, tmp_path: Path) -> None:
+def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from proofgym.envs.tasks import coq_project
+
     out = tmp_path / "coq-proj.jsonl"
-    report = build_coq_project(read_project(project_dir), out=out, counts={"P1": 2, "P2": 5, "P3": 5},
-                               workers=1, progress=False, seed=3)
+    options = {"out": out, "counts": {"P1": 2, "P2": 5, "P3": 5}, "workers": 1, "progress": False, "seed": 3,
+               "round_size": 2}
+    # Stopped (Ctrl-C) during its second round: the suite holds the first round's validated tasks...
+    rounds: list[list[str]] = []
+    real = coq_project._validate_round
+
+    def interrupted(batch, **kwargs):
+        rounds.append([t.id for t in batch])
+        if len(rounds) > 1:
+            raise KeyboardInterrupt
+        return real(batch, **kwargs)
+
+    monkeypatch.setattr(coq_project, "_validate_round", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_coq_project(read_project(project_dir), **options)
+    first = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert sorted(first) == sorted(rounds[0]) and len(first) == 2
+    partial = json.loads(out.with_suffix(".report.json").read_text())
+    assert partial["validation"]["validated"] == 2 and partial["validation"]["tasks"] == 4
+    # ...and the same command continues with the rest, reusing the first round.
+    monkeypatch.undo()
+    report = build_coq_project(read_project(project_dir), **options)
     data = json.loads(out.with_suffix(".report.json").read_text())
+    assert data["validation"]["resumed"] == 2 and data["validation"]["rounds"] == 1
     assert data["suite"] == "coq-proj" and data["extraction_exclusions"] == {"module_type": 1, "functor": 1,
                                                                             "admitted": 1}
     assert data["sampled"] == {"P1": 2, "P2": 1, "P3": 1} == data["kept"], data["excluded"]
@@ -299,6 +336,8 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     kept = [json.loads(line) for line in out.read_text().splitlines()]
     assert {t["suite"] for t in kept} == {"coq-proj"} and all(t["metadata"]["allowed_axioms"] == [] for t in kept)
     assert report.render().startswith("suite coq-proj: 4 tasks")
+    # Another sample (another seed) does not reuse the ledger of this one.
+    assert coq_project._read_ledger(out.with_suffix(".validation.jsonl"), {"seed": 4}) == []
 
 
 def _installed(vo: str) -> bool:

@@ -393,17 +393,25 @@ class ProjectBuildReport:
     build_s: float = 0.0
     #: When only a seeded subset of the sample was validated: the full sample's counts per category.
     subset_of: dict[str, int] | None = None
+    #: How far validation got: tasks in the sample, validated (kept or excluded), resumed from the ledger,
+    #: rounds run now, and the wall seconds of every round so far (this run's and the ledger's).
+    validation: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.report.to_dict(), "origin": self.origin, "coq_args": self.coq_args,
                 "ignored_args": self.ignored_args, "files": self.files, "seed": self.seed,
-                "per_category": self.per_category, "subset_of": self.subset_of, "build_s": self.build_s}
+                "per_category": self.per_category, "subset_of": self.subset_of, "build_s": self.build_s,
+                "validation": self.validation}
 
     def render(self) -> str:
         files = self.files
         lines = [self.report.render(),
                  f"source: {self.origin}; files {files['scanned']} scanned, {len(files['skipped'])} skipped "
                  f"(lex errors), {len(files['excluded'])} excluded; build {self.build_s} s"]
+        v = self.validation
+        if v and v["validated"] < v["tasks"]:
+            lines.append(f"validated {v['validated']} of the {v['tasks']} sampled tasks so far (a seeded, "
+                         "category-stratified prefix): run the same command again to continue")
         if self.subset_of:
             lines.append("a seeded subset of the sample " + ", ".join(
                 f"{k} {v}" for k, v in sorted(self.subset_of.items())) + " (--subset)")
@@ -424,14 +432,23 @@ def build_coq_project(
     limit: int = 0,
     progress: bool = True,
     subset: Mapping[str, int] | None = None,
+    budget_s: float = 0.0,
+    round_size: int = 0,
 ) -> ProjectBuildReport:
     """Extract, sample and validate the suite ``coq-<name>``; write it and its ``.report.json`` beside it.
 
     ``subset`` validates (and keeps) only a seeded subset of the sample, per category: a uniform
     draw from the ``counts`` sample, so that what is measured on it stands for the full-size suite
     when validating all of it costs more time than there is. The report gives both sizes.
+
+    Validation runs in rounds (``round_size`` tasks, default ``8 * workers``) in a seeded order
+    that keeps every prefix stratified by category (:func:`validation_order`). After each round the
+    suite, its report and a ledger (``<suite>.validation.jsonl``: each round's tasks and outcome)
+    are written, so that a build stopped by ``budget_s`` (no round starts after it), a deadline or
+    Ctrl-C leaves a suite of the tasks validated so far, a uniform stratified draw from the sample,
+    and the same command run again continues where it stopped (the ledger's rounds are reused
+    when the source, seed and sample are the same). The report says how much was validated.
     """
-    from proofgym.envs.tasks.build import validate_tasks
     from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     start = time.monotonic()
@@ -448,20 +465,100 @@ def build_coq_project(
     report.extracted = dict(stats.categories)
     report.extraction_exclusions = dict(stats.excluded)
     report.sampled = dict(Counter(t.category for t in sampled))
-    if validate:
-        kept, excluded, false_rejections = validate_tasks(
-            sampled, workers=workers, progress=progress, verifier_kwargs={"extra_args": project.coq_args})
-        report.excluded, report.false_rejections = excluded, false_rejections
-    else:
-        kept, report.validated = sampled, False
-    report.kept = dict(Counter(t.category for t in kept))
-    write_tasks(out, kept)
     result = ProjectBuildReport(
         report, project.origin, list(project.coq_args), project.ignored_args,
         {"scanned": stats.files_scanned, "skipped": stats.files_skipped, "excluded": stats.files_excluded},
-        seed, counts, round(time.monotonic() - start, 1), subset_of=full if subset else None)
-    out.with_suffix(".report.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        seed, counts, 0.0, subset_of=full if subset else None)
+
+    def write(kept: list[Task]) -> None:
+        report.kept = dict(Counter(t.category for t in kept))
+        write_tasks(out, sorted(kept, key=lambda t: t.id))
+        result.build_s = round(time.monotonic() - start, 1)
+        out.with_suffix(".report.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    if not validate:
+        report.validated = False
+        write(sampled)
+        return result
+    identity = {"origin": project.origin, "coq_args": list(project.coq_args), "seed": seed,
+                "sample": sorted(t.id for t in sampled)}
+    ledger = out.with_suffix(".validation.jsonl")
+    rounds = _read_ledger(ledger, identity)
+    if not rounds:
+        ledger.write_text(json.dumps({"identity": identity}) + "\n", encoding="utf-8")
+    decided = {i for r in rounds for i in r["ids"]}
+    kept = [Task.from_dict(d) for r in rounds for d in r["kept"]]
+    for r in rounds:
+        report.excluded.update(r["excluded"])
+        report.false_rejections += r["false_rejections"]
+    todo = [t for t in validation_order(sampled, seed=seed) if t.id not in decided]
+    size = max(1, round_size or 8 * max(1, workers))
+    result.validation = {"tasks": len(sampled), "validated": len(decided), "resumed": len(decided), "rounds": 0,
+                         "wall_s": round(sum(r.get("wall_s", 0.0) for r in rounds), 1)}
+    write(kept)
+    while todo and not (budget_s and time.monotonic() - start >= budget_s):
+        batch, todo = todo[:size], todo[size:]
+        done = _validate_round(batch, workers=workers, progress=progress, coq_args=project.coq_args)
+        with ledger.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(done, ensure_ascii=False) + "\n")
+        kept += [Task.from_dict(d) for d in done["kept"]]
+        report.excluded.update(done["excluded"])
+        report.false_rejections += done["false_rejections"]
+        result.validation["validated"] += len(batch)
+        result.validation["rounds"] += 1
+        result.validation["wall_s"] = round(result.validation["wall_s"] + done["wall_s"], 1)
+        write(kept)
+        if progress:
+            print(f"validated {result.validation['validated']}/{len(sampled)}: kept {len(kept)} "
+                  f"({result.build_s} s)", flush=True)
     return result
+
+
+def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args: Sequence[str]) -> dict[str, Any]:
+    from proofgym.envs.tasks.build import validate_tasks
+
+    start = time.monotonic()
+    kept, excluded, false_rejections = validate_tasks(batch, workers=workers, progress=progress,
+                                                      verifier_kwargs={"extra_args": tuple(coq_args)})
+    return {"ids": [t.id for t in batch], "kept": [t.to_dict() for t in kept], "excluded": dict(excluded),
+            "false_rejections": false_rejections, "wall_s": round(time.monotonic() - start, 1), "workers": workers}
+
+
+def _read_ledger(path: Path, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rounds of an earlier build of the same sample (empty if there is none, or it was another build)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    rounds: list[dict[str, Any]] = []
+    for n, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            break  # a round cut off by a kill: validated again
+        if n == 0:
+            if row.get("identity") != json.loads(json.dumps(identity)):
+                return []
+            continue
+        if isinstance(row, dict) and {"ids", "kept", "excluded", "false_rejections"} <= row.keys():
+            rounds.append(row)
+    return rounds
+
+
+def validation_order(tasks: Sequence[Task], *, seed: int = 0) -> list[Task]:
+    """``tasks`` in a seeded order whose every prefix is a uniform draw stratified by category.
+
+    Each category is shuffled by its own generator; a task at position ``i`` of ``n`` in its category
+    comes at ``(i + 0.5) / n``, so the first ``k`` tasks hold each category in proportion to its size.
+    """
+    by_category: dict[str, list[Task]] = {}
+    for task in sorted(tasks, key=lambda t: t.id):
+        by_category.setdefault(task.category, []).append(task)
+    keyed: list[tuple[float, str, Task]] = []
+    for category, pool in sorted(by_category.items()):
+        random.Random(f"{seed}:order:{category}").shuffle(pool)
+        keyed += [((i + 0.5) / len(pool), category, t) for i, t in enumerate(pool)]
+    return [t for *_, t in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
 def subsample(tasks: Sequence[Task], counts: Mapping[str, int], *, seed: int = 0) -> list[Task]:
