@@ -541,7 +541,8 @@ def test_imported_contexts_check_on_the_plain_base(hol, tmp_path: Path):
     root = tmp_path / "s2n-bignum"
     for task in _loadable_checkout(root):
         context = _inline(task.metadata["base_setup"] + task.context, root)
-        assert "loadt" not in context and "needs" not in context and "prove(`F`, CHEAT_TAC)" in context
+        assert "loadt" not in context and "needs" not in context
+        assert ("let _ = prove(`F`, CHEAT_TAC)" in context) == (task.id == "arm.bignum_demo.L2")
         plain = replace(task, context=context, metadata={})
         got = [hol.check(plain, proof).verdict for proof in (task.reference_proof, "ALL_TAC", "CHEAT_TAC")]
         assert got == [Verdict.OK, Verdict.FAIL, Verdict.CHEATING], (task.id, context)

@@ -107,10 +107,14 @@ let pg_obfuscate (tier : int) (seed : int) tm =
   let t1 = pg_obf_rename_binders pg_obf_reads_as_constant 0 (pg_obf_name_invented_types tm) in
   let t2 = if tier >= 2 then pg_obf_rename_binders (fun _ -> true) seed t1 else t1 in
   let text = pg_obf_string_of_term t2 in
-  match (try Ok (parse_term text) with Failure why -> Error why | Noparse -> Error "Noparse"
-                                     | e -> Error (Printexc.to_string e)) with
-    Ok back -> (if aconv back t2 then "OBFUSCATED\n" else "ROUNDTRIP\n") ^ text
-  | Error why -> "NOPARSE\n" ^ String.escaped why ^ "\n" ^ text;;
+  let back, why =
+    try [parse_term text], "" with
+      Failure m -> [], m
+    | Noparse -> [], "Noparse"
+    | e -> [], Printexc.to_string e in
+  match back with
+    [b] -> (if aconv b t2 then "OBFUSCATED\n" else "ROUNDTRIP\n") ^ text
+  | _ -> "NOPARSE\n" ^ String.escaped why ^ "\n" ^ text;;
 
 (* The verifier's goal channel carries the result: the goal pg_obfuscation_output prints as it. *)
 install_user_printer ("pg_obf_output", fun fmt tm ->
