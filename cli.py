@@ -374,7 +374,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             return _die(EXIT_BAD_INPUT, "coq-project takes one of --lib NAME (an installed library such as stdpp, "
                                         "iris, mathcomp) or --project DIR (a built _CoqProject or dune project)")
         options.update(seed=args.seed, limit=args.limit, lib=args.lib, project=args.project,
-                       per_category=args.per_category)
+                       per_category=args.per_category, budget_s=args.budget_s)
     else:
         options.update(seed=args.seed, limit=args.limit)
     try:
@@ -661,6 +661,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", metavar="DIR", help="coq-project: a built project's folder (_CoqProject or dune)")
     p.add_argument("--per-category", default="160,120,80", metavar="P1,P2,P3",
                    help="coq-project: tasks sampled per category (default Selene's 160,120,80)")
+    p.add_argument("--budget-s", type=float, default=0, metavar="S",
+                   help="coq-project: start no validation round after S seconds; the suite holds what was validated "
+                        "(a seeded, stratified part of the sample) and the same command continues it (default 0: all)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",
