@@ -243,6 +243,7 @@ def test_repeats_answered_by_the_verdict_cache_take_no_room():
     """Eight identical checks with max_pending 2: the seven repeats wait on the first without holding room, so the
     next prompt's check is submitted (and runs on the other worker) while the first still runs."""
     with fake_pool(2, max_pending=2, verdict_cache=64) as p:
+        assert p.wait_ready(60)
         requests = [(i, fake_task(0, context="a"), "sleep:1.0") for i in range(8)]
         requests.append((8, fake_task(1, context="b"), "ok"))
         order = [r.request_id for r in p.imap_unordered(requests)]
@@ -406,7 +407,9 @@ def test_a_slow_context_on_real_coq_times_out_at_the_pools_deadline():
     allowance is TIMEOUT, not the OK that Coq gives after loading it; the context stays warm on its worker."""
     context = "Require Import PArith.\nFail Timeout 3 Eval vm_compute in (Pos.iter negb true 10000000000%positive).\n"
     task = Task("slow.context", "coq", context, "Lemma two : 1 + 1 = 2.", "Proof. reflexivity. Qed.", timeout_s=1)
-    with LocalVerifierPool(1, system_kwargs={"coq": {"audit": "never"}}, context_allowance_s=0.0) as p:
+    # Without the isolation cache: a cached context would load its compiled .vo in milliseconds, not in 3 s.
+    with LocalVerifierPool(1, system_kwargs={"coq": {"audit": "never", "isolation_cache": False}},
+                           context_allowance_s=0.0) as p:
         result = p.submit(task, "Proof. reflexivity. Qed.").result(timeout=300)
         assert result.verdict is Verdict.TIMEOUT and "deadline" in result.result.reasons[0], result
         # The same context with time to spare: the worker finished loading it, so it is warm now.

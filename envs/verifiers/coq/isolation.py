@@ -8,11 +8,15 @@ proof in it: seconds per context. Here the prefix is compiled once with ``coqc``
 The session runs ``Require PGIso.C<key>.``, the context's leading ``Require``/``Import`` lines, then
 ``Import PGIso.C<key>.`` (so the context's names shadow the libraries' as they did), then what an import
 does not bring back, in the context's order: scopes, options, notations, local hints (:func:`plan`).
-The cached prefix stops before the first Section or Module the context leaves open (the statement
-must be checked inside it; a ``.vo`` is a closed module) and before the first import after the leading
-run (it can shadow names defined before it): the rest is replayed verbatim, as without the cache. The
-whole context is replayed, as before, for a local declaration (``Local Definition``, ``Let``,
-``#[local] Instance``...: only its qualified name would reach it) and for a prefix that does not compile.
+The cached text stops before the first Section or Module the context leaves open (the statement
+must be checked inside it; a ``.vo`` is a closed module): the rest is replayed verbatim, as without
+the cache. An import after the leading run can shadow names defined before it, so the context is cut
+there into a chain of segments, one ``.vo`` each (a segment is compiled after what the session runs
+before it: the earlier modules, their replays and the imports between them), and the session runs
+the imports verbatim between its ``Import``s of the segments, in the file's order. The whole context
+is replayed, as before, for a local declaration in the first segment (``Local Definition``, ``Let``,
+``#[local] Instance``...: only its qualified name would reach it; in a later one the chain stops
+there) and for a segment that does not compile.
 
 Integrity is unchanged, because every check reads the state Coq is in, not the text:
 ``Print Assumptions`` walks into the cached module (an axiom there is listed as it is today),
@@ -91,18 +95,34 @@ def session_name(full: str) -> str:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One cache entry: ``source`` compiled by ``coqc`` into ``C<key>.vo``, content-addressed by ``key``."""
+
+    key: str
+    source: str
+
+    @property
+    def module(self) -> str:
+        return "C" + self.key[:40]
+
+
+@dataclass(frozen=True)
 class Plan:
     """How a context is loaded from the cache.
 
     Attributes:
-        key: The entry's content address.
-        prefix: The text compiled into the ``.vo``: the context up to its cut (see :func:`plan`), its leading
-            ``Export``s written as ``Import``s (so that importing the module opens only its own names).
+        key: The first entry's content address.
+        prefix: The text compiled into the first ``.vo``: the context up to its first cut (see :func:`plan`),
+            its leading ``Export``s written as ``Import``s (so that importing the module opens only its own names).
         lead: The context's leading ``Require``/``Import`` lines and options, run before the module is
             imported, so that its names shadow theirs as the context's own definitions did.
-        tail: What runs after the module is imported: the prefix's replayed sentences (scopes, options,
-            notations, local hints), then the rest of the context verbatim.
-        whole: Whether the prefix is the whole context (then the ``.vo`` is the context compiled on its own).
+        tail: What runs after the first module is imported: its replayed sentences (scopes, options, notations,
+            local hints); for each further segment the imports that cut the context before it, then its module's
+            ``Require`` and ``Import`` and its replayed sentences; then the rest of the context verbatim.
+        whole: Whether the segments hold the whole context (nothing of it is replayed verbatim).
+        links: The further segments, in order: each one's source is what the session ran before it (the
+            earlier modules, their replays and the imports between, every ``Export`` written as ``Import``)
+            followed by its part of the context, so that it is compiled in the state the context was in.
     """
 
     key: str
@@ -110,10 +130,16 @@ class Plan:
     lead: str
     tail: str
     whole: bool
+    links: tuple[Segment, ...] = ()
 
     @property
     def module(self) -> str:
         return "C" + self.key[:40]
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """Every entry the plan loads, the first one first."""
+        return (Segment(self.key, self.prefix), *self.links)
 
     def sentences(self) -> list[Sentence]:
         """Load the module, run the lead, import the module, run the tail: as the session runs them."""
@@ -126,39 +152,12 @@ def _is_local(code: str, head: str, attributes: str) -> bool:
             or head.startswith("Let "))
 
 
-def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
-    """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed).
-
-    The cached prefix stops before the first outermost Section or Module still open at the end, and
-    before the first import after the leading ``Require``s (``Require Import``, ``Import``, ``Module
-    Import``): an import in the middle of a file can shadow names the file defined before it, which one
-    import of the module cannot reproduce. What follows the cut is replayed verbatim, as without the cache.
-    """
-    try:
-        sentences = split_sentences(context)
-    except CoqLexError as exc:
-        return f"the context cannot be cut into sentences: {exc}"
-    heads = [command_head(s.code) for s in sentences]
-    lead_end = 0
-    while lead_end < len(sentences) and _LEADING_RE.match(heads[lead_end][0]):
-        lead_end += 1
-    blocks: list = []
-    open_at = cut_at = None
-    for i, (head, _) in enumerate(heads):
-        depth = len(blocks)
-        if i >= lead_end and depth == 0 and cut_at is None and _IMPORTING_RE.match(head):
-            cut_at = i
-        update_blocks(blocks, head)
-        if depth == 0 and blocks:
-            open_at = i
-        elif not blocks:
-            open_at = None
-    stop = min(x for x in (open_at, cut_at, len(sentences)) if x is not None)
-    if stop <= lead_end:
-        return "nothing to cache before the first open block or import"
+def _replayed(sentences: Sequence[Sentence], heads: Sequence[tuple[str, str]]) -> list[str] | str:
+    """The sentences of a cached segment that its module's import does not bring back, or why the segment
+    cannot be cached (a local declaration: only its qualified name would reach it)."""
     replay: list[str] = []
-    blocks = []
-    for s, (head, attributes) in zip(sentences[lead_end:stop], heads[lead_end:stop], strict=True):
+    blocks: list = []
+    for s, (head, attributes) in zip(sentences, heads, strict=True):
         depth = len(blocks)
         if update_blocks(blocks, head) or depth:
             continue  # a closed block's local effects end with it; the rest is exported
@@ -167,16 +166,102 @@ def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
             replay.append(s.text)
         elif local:
             return f"a local declaration would be lost in the .vo: {s.code[:60]!r}"
-    cut = len(context) if stop == len(sentences) else sentences[stop].start
+    return replay
+
+
+def _key(coq_version: str, args: Sequence[str], source: str) -> str:
+    return hashlib.sha256(json.dumps([FORMAT, coq_version, list(args), source]).encode()).hexdigest()
+
+
+def _as_imports(sentences: Sequence[Sentence]) -> str:
+    """``sentences`` as a module compiles them: an ``Export`` is an ``Import`` (importing the module must open only
+    its own names)."""
+    return "\n".join(_EXPORT_WORD.sub("Import", s.text, count=1) if _EXPORTING_RE.match(s.code) else s.text
+                     for s in sentences)
+
+
+def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
+    """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed).
+
+    The cached text stops before the first outermost Section or Module still open at the end. An import in
+    the middle of a file (``Require Import``, ``Import``, ``Export`` after the leading ``Require``s) can shadow
+    names the file defined before it, which one import of one module cannot reproduce: the context is cut
+    there into segments, one ``.vo`` each, and the session imports them in order with the context's imports
+    run verbatim between them, so that every name is shadowed as in the file. A ``Module Import`` block, a
+    segment with a local declaration, or an import run that reaches the open block ends the chain: from there
+    on the context is replayed verbatim, as without the cache.
+    """
+    try:
+        sentences = split_sentences(context)
+    except CoqLexError as exc:
+        return f"the context cannot be cut into sentences: {exc}"
+    heads = [command_head(s.code) for s in sentences]
+    n = len(sentences)
+    lead_end = 0
+    while lead_end < n and _LEADING_RE.match(heads[lead_end][0]):
+        lead_end += 1
+    blocks: list = []
+    open_at = None
+    depths: list[int] = []
+    for i, (head, _) in enumerate(heads):
+        depth = len(blocks)
+        depths.append(depth)
+        update_blocks(blocks, head)
+        if depth == 0 and blocks:
+            open_at = i
+        elif not blocks:
+            open_at = None
+    end = n if open_at is None else open_at
+
+    def next_cut(i: int) -> int:
+        while i < end and not (depths[i] == 0 and _IMPORTING_RE.match(heads[i][0])):
+            i += 1
+        return i
+
+    def offset(i: int) -> int:
+        return len(context) if i >= n else sentences[i].start
+
+    stop = next_cut(lead_end)
+    if stop <= lead_end:
+        return "nothing to cache before the first open block or import"
+    first = _replayed(sentences[lead_end:stop], heads[lead_end:stop])
+    if isinstance(first, str):
+        return first
     pieces, cursor = [], 0
     for s in sentences[:lead_end]:  # the module must not re-export: importing it would reopen those libraries
         if _EXPORTING_RE.match(s.code):
             pieces += [context[cursor:s.start], _EXPORT_WORD.sub("Import", s.text, count=1)]
             cursor = s.start + len(s.text)
-    prefix = "".join(pieces) + context[cursor:cut]
-    digest = hashlib.sha256(json.dumps([FORMAT, coq_version, list(args), prefix]).encode()).hexdigest()
+    prefix = "".join(pieces) + context[cursor:offset(stop)]
+    key = _key(coq_version, args, prefix)
     lead = "\n".join(s.text for s in sentences[:lead_end])
-    return Plan(digest, prefix, lead, "\n".join(replay) + "\n" + context[cut:], stop == len(sentences))
+    module = f"{LIBRARY}.C{key[:40]}"
+    # What the session runs after the first Import, and what a further segment's compilation runs before its part.
+    tail = ["\n".join(first)]
+    compiled = [f"Require {module}.", _as_imports(sentences[:lead_end]), f"Import {module}.", "\n".join(first)]
+    links: list[Segment] = []
+    while stop < end and not heads[stop][0].startswith("Module"):  # a Module Import block ends the chain
+        between_end = stop + 1
+        while between_end < end and depths[between_end] == 0 and (
+                _IMPORTING_RE.match(heads[between_end][0]) or _LEADING_RE.match(heads[between_end][0])) \
+                and not heads[between_end][0].startswith("Module"):
+            between_end += 1
+        seg_end = next_cut(between_end)
+        if seg_end <= between_end:
+            break  # nothing between this import run and the next cut
+        replay = _replayed(sentences[between_end:seg_end], heads[between_end:seg_end])
+        if isinstance(replay, str):
+            break
+        between = sentences[stop:between_end]
+        source = "\n".join([*compiled, _as_imports(between), context[offset(between_end):offset(seg_end)]])
+        segment = Segment(_key(coq_version, args, source), source)
+        name = f"{LIBRARY}.{segment.module}"
+        links.append(segment)
+        tail += ["\n".join(s.text for s in between), f"Require {name}.", f"Import {name}.", "\n".join(replay)]
+        compiled += [_as_imports(between), f"Require {name}.", f"Import {name}.", "\n".join(replay)]
+        stop = seg_end
+    rest = context[offset(stop):] if stop < n else ""
+    return Plan(key, prefix, lead, "\n".join(tail) + "\n" + rest, stop == n, tuple(links))
 
 
 def default_directory() -> Path:
@@ -243,7 +328,7 @@ class IsolationCache:
     def has_summary(self, context: str) -> bool:
         """Whether :meth:`checker_summary` of ``context`` is on disk already (costs nothing to read)."""
         p = self.plan(context)
-        return isinstance(p, Plan) and p.whole and (self.directory / f"{p.module}.chk.json").is_file()
+        return isinstance(p, Plan) and p.whole and not p.links and (self.directory / f"{p.module}.chk.json").is_file()
 
     # -- environment baselines ----------------------------------------------------------------
     def _baseline_path(self, source: str) -> tuple[str, Path]:
@@ -281,10 +366,10 @@ class IsolationCache:
             shutil.rmtree(workdir, ignore_errors=True)
 
     # -- entries ------------------------------------------------------------------------------
-    def _paths(self, p: Plan) -> tuple[Path, Path]:
+    def _paths(self, p: Plan | Segment) -> tuple[Path, Path]:
         return self.directory / f"{p.module}.vo", self.directory / f"{p.module}.json"
 
-    def valid(self, p: Plan) -> bool:
+    def valid(self, p: Plan | Segment) -> bool:
         """Whether the entry of ``p`` is complete: a manifest that matches the ``.vo`` byte for byte."""
         vo, manifest = self._paths(p)
         try:
@@ -302,15 +387,17 @@ class IsolationCache:
         return True
 
     def discard(self, p: Plan) -> None:
-        """Forget an entry Coq refused to load, so that the next session rebuilds it."""
+        """Forget the entries of a plan Coq refused to load, so that the next session rebuilds them."""
         self.stats["discarded"] += 1
-        self._verified.pop(p.module, None)
-        for path in (*self._paths(p), self.directory / f"{p.module}.chk.json"):
-            with contextlib.suppress(OSError):
-                path.unlink()
+        for segment in p.segments:
+            self._verified.pop(segment.module, None)
+            for path in (*self._paths(segment), self.directory / f"{segment.module}.chk.json"):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
-    def ensure(self, p: Plan, context: str, workdir_parent: Path) -> bool:
-        """Make the entry of ``p`` valid (building it if needed); False when the context does not compile."""
+    def ensure(self, p: Plan | Segment, context: str, workdir_parent: Path, after: Sequence[Segment] = ()) -> bool:
+        """Make the entry of ``p`` valid (building ``context`` if needed, with the entries ``after`` it follows,
+        valid already, beside it); False when it does not compile."""
         if p.key in self._failed:
             return False
         if self.valid(p):
@@ -325,7 +412,7 @@ class IsolationCache:
                     return True
                 if (self.directory / f"{p.module}.vo").exists():
                     self.stats["rebuilt"] += 1  # partial or corrupt: never trusted
-                return self._build(p, context, workdir_parent)
+                return self._build(p, context, workdir_parent, after)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -338,7 +425,7 @@ class IsolationCache:
         or coqchk refused it (the verifier then compiles the context itself, as without the cache).
         """
         p = self.plan(context)
-        if isinstance(p, str) or not p.whole or not self.ensure(p, p.prefix, workdir_parent):
+        if isinstance(p, str) or not p.whole or p.links or not self.ensure(p, p.prefix, workdir_parent):
             return None
         own, audit_name = f"{LIBRARY}.{p.module}", "PG.ProofgymSubmission"
         sidecar = self.directory / f"{p.module}.chk.json"
@@ -360,10 +447,12 @@ class IsolationCache:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _build(self, p: Plan, context: str, workdir_parent: Path) -> bool:
+    def _build(self, p: Plan | Segment, context: str, workdir_parent: Path, after: Sequence[Segment] = ()) -> bool:
         start = time.monotonic()
         workdir = Path(tempfile.mkdtemp(prefix="iso", dir=workdir_parent))
         try:
+            for earlier in after:  # the segments it Requires, as checked by ensure(), under the same logical root
+                shutil.copyfile(self.directory / f"{earlier.module}.vo", workdir / f"{earlier.module}.vo")
             (workdir / f"{p.module}.v").write_text(context, encoding="utf-8")
             run = self.sandbox.run([self.coqc, "-q", *self.args, "-Q", ".", LIBRARY, f"{p.module}.v"],
                                    workdir=workdir, timeout_s=self.build_timeout_s, env=self.env)
@@ -400,7 +489,9 @@ def load_isolated(cache: IsolationCache, context: str, workdir_parent: Path,
     if isinstance(p, str):
         cache.stats["fallback"] += 1
         return None
-    if not cache.ensure(p, p.prefix, workdir_parent):
+    segments = p.segments
+    if not all(cache.ensure(segment, segment.source, workdir_parent, segments[:k])
+               for k, segment in enumerate(segments)):
         cache.stats["fallback"] += 1
         return None
     ide = start(cache.session_args)
