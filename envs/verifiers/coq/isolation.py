@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -86,6 +87,10 @@ _IMPORTING_RE = re.compile(r"^(?:From\s+\S+\s+)?Require\s+(?:Import|Export)\b|^(
                            r"|^Module\s+(?:Import|Export)\b")
 _EXPORTING_RE = re.compile(r"^(?:#\[[^\]]*\]\s*)*(?:From\s+\S+\s+)?(?:Require\s+)?Export\b")
 _EXPORT_WORD = re.compile(r"\bExport\b")
+# Replayed heads whose effect a module exports (and its Import brings back): in a later segment's source they are
+# written Local, so that importing that segment does not bring an earlier segment's notation or scope back over the
+# imports between them (the file's imports would have shadowed it).
+_EXPORTED_ON_IMPORT = re.compile(r"^(?:Notation|Infix|Open\s+Scope|Close\s+Scope)\b")
 
 
 def session_name(full: str) -> str:
@@ -152,10 +157,10 @@ def _is_local(code: str, head: str, attributes: str) -> bool:
             or head.startswith("Let "))
 
 
-def _replayed(sentences: Sequence[Sentence], heads: Sequence[tuple[str, str]]) -> list[str] | str:
+def _replayed(sentences: Sequence[Sentence], heads: Sequence[tuple[str, str]]) -> list[Sentence] | str:
     """The sentences of a cached segment that its module's import does not bring back, or why the segment
     cannot be cached (a local declaration: only its qualified name would reach it)."""
-    replay: list[str] = []
+    replay: list[Sentence] = []
     blocks: list = []
     for s, (head, attributes) in zip(sentences, heads, strict=True):
         depth = len(blocks)
@@ -163,10 +168,15 @@ def _replayed(sentences: Sequence[Sentence], heads: Sequence[tuple[str, str]]) -
             continue  # a closed block's local effects end with it; the rest is exported
         local = _is_local(s.code, head, attributes)
         if _ALWAYS.match(head) or (local and _WHEN_LOCAL.match(head)):
-            replay.append(s.text)
+            replay.append(s)
         elif local:
             return f"a local declaration would be lost in the .vo: {s.code[:60]!r}"
     return replay
+
+
+def _kept_local(sentences: Sequence[Sentence]) -> str:
+    """Replayed ``sentences`` as a later segment's source runs them: exported effects written ``Local``."""
+    return "\n".join("Local " + s.text if _EXPORTED_ON_IMPORT.match(s.code) else s.text for s in sentences)
 
 
 def _key(coq_version: str, args: Sequence[str], source: str) -> str:
@@ -237,8 +247,8 @@ def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
     lead = "\n".join(s.text for s in sentences[:lead_end])
     module = f"{LIBRARY}.C{key[:40]}"
     # What the session runs after the first Import, and what a further segment's compilation runs before its part.
-    tail = ["\n".join(first)]
-    compiled = [f"Require {module}.", _as_imports(sentences[:lead_end]), f"Import {module}.", "\n".join(first)]
+    tail = ["\n".join(s.text for s in first)]
+    compiled = [f"Require {module}.", _as_imports(sentences[:lead_end]), f"Import {module}.", _kept_local(first)]
     links: list[Segment] = []
     while stop < end and not heads[stop][0].startswith("Module"):  # a Module Import block ends the chain
         between_end = stop + 1
@@ -257,8 +267,9 @@ def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
         segment = Segment(_key(coq_version, args, source), source)
         name = f"{LIBRARY}.{segment.module}"
         links.append(segment)
-        tail += ["\n".join(s.text for s in between), f"Require {name}.", f"Import {name}.", "\n".join(replay)]
-        compiled += [_as_imports(between), f"Require {name}.", f"Import {name}.", "\n".join(replay)]
+        tail += ["\n".join(s.text for s in between), f"Require {name}.", f"Import {name}.",
+                 "\n".join(s.text for s in replay)]
+        compiled += [_as_imports(between), f"Require {name}.", f"Import {name}.", _kept_local(replay)]
         stop = seg_end
     rest = context[offset(stop):] if stop < n else ""
     return Plan(key, prefix, lead, "\n".join(tail) + "\n" + rest, stop == n, tuple(links))
@@ -331,9 +342,25 @@ class IsolationCache:
         return isinstance(p, Plan) and p.whole and not p.links and (self.directory / f"{p.module}.chk.json").is_file()
 
     # -- environment baselines ----------------------------------------------------------------
+    @functools.cached_property
+    def _load_path_libraries(self) -> list[tuple[str, int, int]]:
+        """Every ``.vo`` under a folder the flags bind (``-Q``/``-R``/``-I``): path, size and mtime.
+
+        A baseline is about the libraries its source loads; one rebuilt in place (an ``Admitted`` lemma more) keeps
+        the flags and the text, so without these in its key a stale baseline would skip ``Print Assumptions``.
+        """
+        found: list[tuple[str, int, int]] = []
+        for flag, folder in zip(self.args, self.args[1:], strict=False):
+            if flag in ("-Q", "-R", "-I") and os.path.isdir(folder):
+                for vo in sorted(Path(folder).rglob("*.vo")):
+                    with contextlib.suppress(OSError):
+                        st = vo.stat()
+                        found.append((str(vo), st.st_size, st.st_mtime_ns))
+        return found
+
     def _baseline_path(self, source: str) -> tuple[str, Path]:
-        key = hashlib.sha256(json.dumps([FORMAT, "baseline", self.coq_version, list(self.args), source]).encode()
-                             ).hexdigest()
+        key = hashlib.sha256(json.dumps([FORMAT, "baseline", self.coq_version, list(self.args),
+                                         self._load_path_libraries, source]).encode()).hexdigest()
         return key, self.directory / f"B{key[:40]}.chk.json"
 
     def stored_baseline(self, source: str) -> str | None:
@@ -341,7 +368,8 @@ class IsolationCache:
 
         The verifier's environment baseline of a context that is not cached whole (its ``.vo`` is not that
         compilation): a ``coqc`` + ``coqchk`` of the whole context, seconds, kept content-addressed (the format,
-        Coq's version, the flags and load path, the exact source) so that a later run reads it instead.
+        Coq's version, the flags and load path, the libraries under it, the exact source) so that a later run reads
+        it instead.
         """
         key, path = self._baseline_path(source)
         with contextlib.suppress(OSError, ValueError):

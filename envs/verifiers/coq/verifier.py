@@ -118,6 +118,13 @@ class _Outcome:
     final_state: int | None = None
 
 
+def _reference_key(task: Task) -> str:
+    """What a task's computed allow-list depends on: its context, statement and reference proof (two versions of a
+    task can share an id, and one's allow-list must not admit the axioms of the other's reference)."""
+    return hashlib.sha256(repr((task.id, task.context, task.statement, task.reference_proof)).encode(
+        "utf-8", "surrogatepass")).hexdigest()
+
+
 def lemma_name(statement: str) -> str:
     """The name the statement declares (``Unnamed_thm`` for ``Goal``)."""
     m = STATEMENT_RE.match(statement)
@@ -546,7 +553,7 @@ class CoqVerifier(ProverVerifier):
         base = frozenset(self.config.allowed_axioms)
         if explicit is not None:
             return base | frozenset(explicit)
-        cached = self._allowed_cache.get(task.id)
+        cached = self._allowed_cache.get(_reference_key(task))
         if cached is not None:
             return base | cached
         allowed: frozenset[str] = frozenset()
@@ -561,7 +568,7 @@ class CoqVerifier(ProverVerifier):
                 allowed = frozenset(f for f in fulls if f and not _is_primitive(f))
         except ProofRejected:
             pass
-        self._allowed_cache[task.id] = allowed
+        self._allowed_cache[_reference_key(task)] = allowed
         return base | allowed
 
     def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
@@ -612,7 +619,7 @@ class CoqVerifier(ProverVerifier):
         """
         allowed = task.metadata.get("allowed_axioms")
         if allowed is None:
-            allowed = self._allowed_cache.get(task.id)
+            allowed = self._allowed_cache.get(_reference_key(task))
         if allowed is None:
             return False
         context, closings = audit_context(task.context)

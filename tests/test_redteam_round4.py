@@ -1,0 +1,100 @@
+"""Red team, round 4: the verifier mechanisms added for speed (the Coq isolation cache's segment chain, environment
+baselines kept on disk, the allow-list computed from a task's reference) against the real Coq.
+
+Each test pins a verdict the serial, uncached verifier gives (or the file's own meaning): the holes found in this
+round fail without their fixes; the rest guard a rule nobody had tested yet.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.coq.isolation import Plan, plan
+from tests.conftest import requires_coq
+
+
+def _task(tid: str, context: str, statement: str, reference: str, **metadata: object) -> Task:
+    return Task(id=f"rt4.{tid}", system="coq", context=context, statement=statement, reference_proof=reference,
+                category="P1", timeout_s=20, metadata=dict(metadata))
+
+
+# A notation of the first segment, shadowed in the file by a later import (a module of the context's own).
+NOTATION_CHAIN = ("Notation \"'kk'\" := 1.\nModule M.\nNotation \"'kk'\" := 2.\nEnd M.\nImport M.\n"
+                  "Definition z := 0.\n")
+
+
+def test_a_later_segment_does_not_re_export_an_earlier_segments_notation():
+    """A later segment's source writes the earlier segments' replayed notations and scopes Local (fast tier)."""
+    p = plan(NOTATION_CHAIN, coq_version="8.16.1", args=())
+    assert isinstance(p, Plan) and p.whole and len(p.links) == 1
+    assert "Local Notation \"'kk'\" := 1." in p.links[0].source
+    assert "\nNotation \"'kk'\" := 1." in "\n" + p.tail  # the session itself still replays it as written
+
+
+@pytest.mark.prover
+@requires_coq
+def test_an_earlier_segments_notation_does_not_come_back_over_a_later_import(tmp_path: Path):
+    """Hole: importing a later segment re-exported the first segment's notation over the file's import (a statement
+    false in the file was OK)."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    tasks = [_task(f"kk{n}", NOTATION_CHAIN, f"Lemma t : kk = {n}.", "Proof. reflexivity. Qed.", allowed_axioms=[])
+             for n in (1, 2)]
+    with CoqVerifier(audit="never", isolation_cache=False) as plain:
+        expected = [plain.check(t, t.reference_proof).verdict for t in tasks]
+    assert expected == [Verdict.FAIL, Verdict.OK]  # after `Import M`, kk is M's notation
+    with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as cached:
+        assert [cached.check(t, t.reference_proof).verdict for t in tasks] == expected
+        assert cached.isolation.stats.get("loaded") == 1  # the chain was loaded, not replayed
+
+
+def _library(folder: Path, text: str) -> None:
+    (folder / "A.v").write_text(text, encoding="utf-8")
+    subprocess.run(["coqc", "-Q", ".", "RT4Lib", "A.v"], cwd=folder, check=True, capture_output=True)
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.parametrize("context", ["Require Import RT4Lib.A.\nSection S.\nVariable n : nat.\n",
+                                     "Require Import RT4Lib.A.\nDefinition y := 0.\n"], ids=["baseline", "whole"])
+def test_a_library_rebuilt_in_place_does_not_reuse_a_stale_environment_baseline(context: str, tmp_path: Path):
+    """Hole: a baseline kept on disk outlived a rebuild of a library on the load path, so Print Assumptions was
+    skipped and a proof by the library's new Admitted lemma was OK."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _library(lib, "Definition x := 0.\nLemma helper : x = 0. Proof. reflexivity. Qed.\n")
+    honest = _task("lib_ok", context, "Lemma t : x = 0.", "Proof. exact helper. Qed.", allowed_axioms=[])
+    cheat = _task("lib_cheat", context, "Lemma t2 : 1 = 2.", "Proof. Admitted.", allowed_axioms=[])
+    kwargs = {"audit": "never", "isolation_dir": str(tmp_path / "iso"), "extra_args": ("-Q", str(lib), "RT4Lib")}
+    with CoqVerifier(**kwargs) as v:  # two OKs: the environment's summary is computed and kept
+        assert [v.check(honest, honest.reference_proof).verdict for _ in range(2)] == [Verdict.OK] * 2
+    _library(lib, "Definition x := 0.\nLemma helper : x = 0. Proof. reflexivity. Qed.\nLemma bad : 1 = 2. Admitted.\n")
+    with CoqVerifier(**kwargs) as v:
+        assert v.check(honest, honest.reference_proof).verdict is Verdict.OK
+        result = v.check(cheat, "Proof. exact bad. Qed.")
+    assert result.verdict is Verdict.CHEATING and "RT4Lib.A.bad" in " ".join(result.reasons), result
+
+
+@pytest.mark.prover
+@requires_coq
+def test_two_versions_of_a_task_with_one_id_do_not_share_an_allow_list():
+    """Hole: the allow-list computed from a reference was kept by task id, so a version of the task whose reference
+    needs classic made classic OK in another version whose reference needs no axiom."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    context = "Require Import Classical.\n"
+    needs_classic = Task(id="rt4.same", system="coq", context=context, statement="Lemma em (P : Prop) : P \\/ ~ P.",
+                         reference_proof="Proof. apply classic. Qed.", category="P1", timeout_s=20)
+    intuitionistic = Task(id="rt4.same", system="coq", context=context, statement="Lemma nn (P : Prop) : P -> ~ ~ P.",
+                          reference_proof="Proof. intros p np. exact (np p). Qed.", category="P1", timeout_s=20)
+    with CoqVerifier(audit="never", isolation_cache=False) as v:
+        assert v.check(needs_classic, needs_classic.reference_proof).verdict is Verdict.OK
+        result = v.check(intuitionistic, "Proof. destruct (classic P); tauto. Qed.")
+        assert v.check(intuitionistic, intuitionistic.reference_proof).verdict is Verdict.OK
+    assert result.verdict is Verdict.CHEATING and "classic" in " ".join(result.reasons), result
