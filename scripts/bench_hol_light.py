@@ -3,6 +3,9 @@
 
 - cold start: a fresh server (HOL Light loaded in the toplevel) plus its first check;
 - warm latency: the median of checks on a warm zygote; the ratio cold / warm (goal >= 1000x);
+- fork overhead: a warm check's time minus the tactic's own time, as the worker clocks it (goal <= 5 ms);
+  and, of that, what the fork server itself costs (fork, pipes, frames, exit: the worker's goal parsing,
+  vetting and compiling of the submission left out too);
 - throughput: checks per second with 1 and with 2 concurrent workers;
 - memory: RSS and private memory of the root and of each zygote.
 
@@ -31,6 +34,17 @@ def task(goal: str, context: str = "") -> Task:
                 timeout_s=60)
 
 
+def fork_overhead(samples: list[tuple[float, float]]) -> dict[str, float]:
+    """p50/p90 in ms of (a check's time minus its tactic's, the same minus the worker's preparation too)."""
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+    over = [a for a, _ in samples]
+    server = [b for _, b in samples]
+    return {"overhead_p50_ms": pct(over, 0.5), "overhead_p90_ms": pct(over, 0.9),
+            "fork_server_p50_ms": pct(server, 0.5), "fork_server_p90_ms": pct(server, 0.9)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--warm", type=int, default=30, help="warm checks for the latency median")
@@ -52,16 +66,21 @@ def main(argv: list[str] | None = None) -> int:
         out["whitelist_size"] = int(server.info.get("whitelist_size", 0))
 
         latencies = []
+        overheads: list[tuple[float, float]] = []
         for i in range(args.warm):
             goal, proof = WARM[i % len(WARM)]
             t = time.monotonic()
             result = verifier.check(task(goal), proof)
             latencies.append(time.monotonic() - t)
             assert result.ok, result  # noqa: S101
+            times = verifier.worker_times()
+            assert times is not None, "the worker did not report its times"  # noqa: S101
+            overheads.append((result.wall_s - times[1], result.wall_s - times[0] - times[1]))
         warm = statistics.median(latencies)
         out["warm_median_ms"] = round(warm * 1000, 1)
         out["warm_p90_ms"] = round(sorted(latencies)[int(0.9 * (len(latencies) - 1))] * 1000, 1)
         out["cold_over_warm"] = round(out["cold_start_s"] / warm)
+        out.update(fork_overhead(overheads))
 
         for workers in (1, 2):
             jobs = [WARM[i % len(WARM)] for i in range(args.throughput)]
@@ -81,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"HOL Light load: {out['load_s']} s; cold start (load + first check): {out['cold_start_s']} s")
     print(f"warm check: median {out['warm_median_ms']} ms, p90 {out['warm_p90_ms']} ms "
           f"-> cold/warm = {out['cold_over_warm']}x (goal >= 1000x)")
+    print(f"fork overhead (warm check - the tactic's own time): p50 {out['overhead_p50_ms']} ms, p90 "
+          f"{out['overhead_p90_ms']} ms (goal <= 5 ms); of it the fork server's own (fork, pipes, frames, exit; "
+          f"not the worker's goal parsing and vetting): p50 {out['fork_server_p50_ms']} ms, "
+          f"p90 {out['fork_server_p90_ms']} ms")
     print(f"throughput: {out['checks_per_s_1_workers']} checks/s with 1 worker, "
           f"{out['checks_per_s_2_workers']} with 2")
     print(f"memory: root {out['root_rss_mb']} MB RSS; per zygote (RSS / private MB): "

@@ -43,7 +43,16 @@ let pg_frame tag id fields =
   List.iter (fun f -> Buffer.add_string b (Printf.sprintf "%d\n" (String.length f)); Buffer.add_string b f) fields;
   Buffer.contents b
 
-let pg_send fd tag id fields = pg_write_all fd (pg_frame tag id fields)
+(* A small frame goes out in one write, built in the minor heap. A large one (a failure's reasons, a
+   worker's output, goals) is written piece by piece: building it would allocate it twice more in the
+   major heap, which the root and the zygotes never collect (pg_quiet_gc), so every large verdict they
+   pass on would stay, about 10 KB in the root and 20 KB in the zygote for a 3 KB reason. *)
+let pg_send fd tag id fields =
+  if List.fold_left (fun n f -> n + String.length f + 8) 24 fields < 900 then pg_write_all fd (pg_frame tag id fields)
+  else begin
+    pg_write_all fd (Printf.sprintf "%s %s %d\n" tag id (List.length fields));
+    List.iter (fun f -> pg_write_all fd (string_of_int (String.length f) ^ "\n"); pg_write_all fd f) fields
+  end
 
 (* A buffered blocking reader of frames from a trusted peer. *)
 type pg_reader = { rfd : Unix.file_descr; rbuf : Buffer.t; mutable rpos : int; mutable eof : bool }
@@ -732,17 +741,29 @@ let pg_read_proc path =
       Unix.close fd;
       Bytes.sub_string pg_stat_buf 0 n
 
-let pg_mem_kb pid field =
+(* The "Field:   123 kB" value of a /proc text, or None where the field is not there. *)
+let pg_field_kb text field =
   try
-    let text = pg_read_proc (Printf.sprintf "/proc/%s/%s" pid (if field = "VmRSS" then "status" else "smaps_rollup")) in
-    let i = pg_find_sub text (field ^ ":") 0 in
-    if i < 0 then 0 else
+    let i = pg_find_sub text ("\n" ^ field ^ ":") 0 in
+    let i = if i >= 0 then i + 1 else if pg_find_sub text (field ^ ":") 0 = 0 then 0 else -1 in
+    if i < 0 then None else
       let j = String.index_from text i '\n' in
       let v = String.trim (String.sub text (i + String.length field + 1) (j - i - String.length field - 1)) in
-      int_of_string (List.hd (String.split_on_char ' ' v))
-  with _ -> 0
+      Some (int_of_string (List.hd (String.split_on_char ' ' v)))
+  with _ -> None
 
-let pg_private_kb pid = pg_mem_kb pid "Private_Clean" + pg_mem_kb pid "Private_Dirty"
+let pg_mem_kb pid field =
+  match pg_field_kb (pg_read_proc (Printf.sprintf "/proc/%s/status" pid)) field with Some k -> k | None -> 0
+
+(* What a forked process holds of its own (USS: Private_Clean + Private_Dirty of smaps_rollup); the rest
+   of its RSS is the root's pages, shared copy-on-write. The zygote budget counts this. Where
+   smaps_rollup cannot be read (a kernel before 4.14, a /proc that hides it) it is the full VmRSS: a
+   budget may overcount a zygote, never count it as free. *)
+let pg_private_kb pid =
+  let text = pg_read_proc (Printf.sprintf "/proc/%s/smaps_rollup" pid) in
+  match pg_field_kb text "Private_Clean", pg_field_kb text "Private_Dirty" with
+  | Some c, Some d -> c + d
+  | _ -> pg_mem_kb pid "VmRSS"
 
 (* Inside bubblewrap the server has its own pid namespace: bwrap's init is pid 1 and the root is its
    child. Only then may the sweeps below kill what /proc lists (outside it, /proc is the host's). *)
@@ -813,9 +834,17 @@ let pg_quiet_gc () =
 (* worker                                                                                      *)
 
 let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
+  (* The worker's own clock: from its start to the tactic's (goal, vetting, compiling), and the tactic's
+     run with the theorem's checks. The client subtracts them from a check's time: what is left is the
+     fork server's overhead (fork, pipes, frames, exit). Informational, never part of a verdict. *)
+  let t_start = Unix.gettimeofday () in
+  let t_run = ref t_start and t_done = ref 0.0 in
   let reply o =
     let reasons = List.map (pg_cap 4096) (List.filteri (fun i _ -> i < 16) o.reasons) in
-    pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" reasons; pg_cap pg_text_cap o.detail; o.goals] in
+    let us a b = string_of_int (int_of_float ((b -. a) *. 1e6)) in
+    let timing = if !t_done > 0.0 then us t_start !t_run ^ " " ^ us !t_run !t_done else "" in
+    pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" reasons; pg_cap pg_text_cap o.detail; o.goals;
+                                timing] in
   let outcome =
     try
       Gc.set !pg_gc_normal;
@@ -854,7 +883,10 @@ let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
       (* defence in depth: where the kernel refuses a filter, the uid and the whitelist still hold *)
       (try ignore (Pgsys.seccomp_worker ()) with Failure _ -> ());
       (* 4. run it; the checks were bound in closures by step 1 *)
-      run (Obj.obj thunk)
+      t_run := Unix.gettimeofday ();
+      let o = run (Obj.obj thunk) in
+      t_done := Unix.gettimeofday ();
+      o
     with
     | Pg_reject o -> o
     | Out_of_memory -> pg_outcome "ERROR" "resource" ["the tactic ran out of memory"]
@@ -884,13 +916,14 @@ let pg_drain fd buf limit =
 
 let pg_tail s n = if String.length s <= n then s else "..." ^ String.sub s (String.length s - n) n
 
-let pg_parse_verdict s =
+(* The worker's verdict frame, read where it was collected ([buf], the job's own buffer: not copied, see
+   pg_send); None if it is not one well-formed verdict. *)
+let pg_parse_verdict buf =
   try
-    let r = { rfd = Unix.stdin; rbuf = Buffer.create (String.length s); rpos = 0; eof = true } in
-    Buffer.add_string r.rbuf s;
+    let r = { rfd = Unix.stdin; rbuf = buf; rpos = 0; eof = true } in
     match pg_read_frame r with
-    | ("V", _, [v; c; reasons; detail; goals]) when List.mem v ["OK"; "FAIL"; "CHEATING"; "TIMEOUT"; "ERROR"] ->
-        Some (v, c, reasons, detail, goals)
+    | ("V", _, [v; c; reasons; detail; goals; timing]) when List.mem v ["OK"; "FAIL"; "CHEATING"; "TIMEOUT"; "ERROR"] ->
+        Some (v, c, reasons, detail, goals, timing)
     | _ -> None
   with _ -> None
 
@@ -900,22 +933,22 @@ let pg_zygote ~cmd_fd ~res_fd =
   let finish j status =
     let wall_ms = int_of_float ((Unix.gettimeofday () -. j.jstart) *. 1000.) in
     let output = pg_tail (Buffer.contents j.obuf) 4000 in
-    let verdict, category, reasons, detail, goals =
-      if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "")
-      else if j.killed = "memory" then ("ERROR", "resource", "the tactic used more memory than allowed and was killed", "", "")
+    let verdict, category, reasons, detail, goals, timing =
+      if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "", "")
+      else if j.killed = "memory" then ("ERROR", "resource", "the tactic used more memory than allowed and was killed", "", "", "")
       else if Buffer.length j.vbuf >= pg_max_verdict then
         (* cannot happen with the caps above; if it does, say so: it is not a dead worker to retry *)
-        ("ERROR", "resource", "the worker's verdict was over the frame limit and was dropped", "", "")
-      else match pg_parse_verdict (Buffer.contents j.vbuf) with
+        ("ERROR", "resource", "the worker's verdict was over the frame limit and was dropped", "", "", "")
+      else match pg_parse_verdict j.vbuf with
         | Some v -> v
         | None ->
             let how = match status with
               | Unix.WEXITED c -> Printf.sprintf "exited with status %d" c
               | Unix.WSIGNALED s -> "was killed by " ^ pg_signal_name s
               | Unix.WSTOPPED s -> Printf.sprintf "stopped by signal %d" s in
-            ("ERROR", "resource", "the worker " ^ how ^ " without a verdict", "", "") in
+            ("ERROR", "resource", "the worker " ^ how ^ " without a verdict", "", "", "") in
     let messages = String.concat "\n" (List.filter (fun s -> s <> "") [detail; output]) in
-    pg_send res_fd "RESULT" j.jid [verdict; category; reasons; messages; string_of_int wall_ms; goals] in
+    pg_send res_fd "RESULT" j.jid [verdict; category; reasons; messages; string_of_int wall_ms; goals; timing] in
   let start_job id goal proof timeout_ms mem_bytes uid =
     let vr, vw = Unix.pipe ~cloexec:false () in
     let or_, ow = Unix.pipe ~cloexec:false () in
@@ -942,7 +975,9 @@ let pg_zygote ~cmd_fd ~res_fd =
     let wait =
       if pg_frame_buffered r then 0.0
       else if !jobs = [] then -1.0
-      else List.fold_left (fun acc j -> min acc (max 0.0 (j.jdeadline -. now))) 0.05 !jobs in
+      (* a worker whose pipes are both closed is exiting: look for its exit status again soon, not in 50 ms *)
+      else let poll = if List.exists (fun j -> j.vdone && j.odone) !jobs then 0.001 else 0.05 in
+        List.fold_left (fun acc j -> min acc (max 0.0 (j.jdeadline -. now))) poll !jobs in
     let readable = match Unix.select (if pg_frame_buffered r then fds else cmd_fd :: fds) [] [] wait with
       | (rd, _, _) -> rd | exception Unix.Unix_error (Unix.EINTR, _, _) -> [] in
     if List.mem cmd_fd readable || pg_frame_buffered r then begin

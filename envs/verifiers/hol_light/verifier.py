@@ -8,13 +8,25 @@ it. Instead (see ``hol_light/boot.ml`` for the OCaml side):
   context), runs the base's setup, loads the server, re-reads every loaded file to compute the
   identifier whitelist, and only then prints its ready frame. It talks frames on stdin/stdout.
 - **zygote**: forked from the root per problem context (the task's ``context``, ML source), kept
-  in an LRU within a memory budget (each zygote counted at its full RSS).
+  in an LRU within a memory budget. Each zygote counts at its private memory (USS, from
+  ``/proc/<pid>/smaps_rollup``): the rest of its RSS is the root's pages, shared copy-on-write and
+  paid once (760 MB of RSS on s2n-bignum's arm base, of which 35-234 MB are a zygote's own).
 - **worker**: forked from the zygote per attempt. It parses the goal from the task's trusted text
   first, then requires the submission to be exactly one expression of type ``tactic`` whose
   identifiers are whitelisted on the parse tree and on the typed tree, drops to its own uid with
   rlimits, ``no_new_privs`` and a seccomp filter (no fork, exec, open, sockets, signals, ptrace),
   runs the tactic, and checks the theorem with closures bound before anything else ran: no
   hypotheses, conclusion alpha-equivalent to the goal, ``axioms()`` unchanged.
+- The worker clocks itself (fork to the tactic's start, and the tactic with the theorem's checks) and
+  says so in its verdict frame: :meth:`HolLightVerifier.worker_times`. A check's time less the tactic's
+  is the fork server's overhead (``scripts/bench.py --rows hol``).
+- Recycling: after loading, the root and the zygotes keep their major GC all but off (a collection would
+  copy the shared heap into each process). What they allocate while serving is minor-heap churn (a
+  zygote's private memory rises once by its minor heap, 32 MB, and stays there) plus, for a large
+  verdict (reasons, output, goals over 2 KB), blocks of the major heap that are never collected. So a
+  zygote is reloaded once its private memory has grown by ``zygote_max_growth_bytes``, and the root is
+  restarted between checks once its RSS has grown by ``server_max_growth_bytes`` (the
+  :class:`~proofgym.envs.verifiers.warm.WarmProcess` rule); both also by checks served, if configured.
 - The verdict travels only on the worker's own pipe; its stdout/stderr are only ever messages.
   The zygote kills the worker at its deadline from outside, and the Python side kills the whole
   server when a reply is late: that attempt is ``ERROR`` and the server restarts.
@@ -97,12 +109,23 @@ class HolLightConfig:
     hol_dir: str = DEFAULT_HOL_DIR  # the installation: hol.ml and its library
     toplevel: str = ""  # the OCaml toplevel to run; default <hol_dir>/ocaml if present, else `ocaml`
     bases: tuple[BaseContext, ...] = (BaseContext(),)
-    zygote_budget_bytes: int = 6 * 1024**3  # LRU budget for loaded contexts (each at its full RSS)
+    zygote_budget_bytes: int = 6 * 1024**3  # LRU budget for loaded contexts (each at its private memory)
     worker_memory_bytes: int = 3 * 1024**3  # address space and RSS limit of one attempt
     server_memory_bytes: int = 8 * 1024**3  # address-space limit of the root and zygotes
     max_processes: int = 256  # pids cgroup of the whole server (zygotes + workers)
     context_timeout_s: float = 600.0  # loading one problem context
     grace_s: float = 30.0  # how late a reply may be before the server counts as wedged
+    # Recycling (see HolLightServer.after_check): the root and the zygotes keep their major GC all but off (a
+    # collection would copy the shared heap into each process), so what they allocate while serving stays.
+    # A zygote is reloaded after zygote_max_checks checks, or once its private memory has grown by more than
+    # zygote_max_growth_bytes since it loaded (read every memory_check_every checks on it); the root is
+    # restarted (minutes: HOL Light loads again), when no check runs on it, once its RSS has grown by more than
+    # server_max_growth_bytes since it was ready, or after server_max_checks checks. 0: no bound.
+    zygote_max_checks: int = 0
+    zygote_max_growth_bytes: int = 512 * 1024**2
+    memory_check_every: int = 500
+    server_max_checks: int = 0
+    server_max_growth_bytes: int = 2 * 1024**3
     worker_uid_base: int = 700000  # workers run as uid base+1 .. base+60000 (when proofgym runs as root)
     use_bwrap: bool | None = None  # None: bubblewrap when it works here
     # Loading progress on stderr: True every line HOL Light prints, False nothing, None (default) every
@@ -271,8 +294,10 @@ class HolLightServer:
         self._pending: dict[str, _Pending] = {}
         self._state_lock = threading.Lock()
         self.dead = False
-        self.zygotes: OrderedDict[str, int] = OrderedDict()  # context key -> RSS bytes, LRU order
+        self.zygotes: OrderedDict[str, int] = OrderedDict()  # context key -> private bytes, LRU order
         self.inflight: Counter = Counter()  # context key -> attempts running there (never evicted then)
+        self.uses: Counter = Counter()  # context key -> checks its zygote has served
+        self.loaded_private: dict[str, int] = {}  # context key -> its zygote's private bytes when it loaded
         self._loading: dict[str, threading.Lock] = {}
         self.info: dict[str, str] = {}
         self.uid_separation = os.geteuid() == 0
@@ -319,6 +344,7 @@ class HolLightServer:
         names = ("nonce", "hol_version", "ocaml_version", "load_ms", "rss_kb", "whitelist_size", "uid_separation")
         self.info = {k: v.decode() for k, v in zip(names, fields, strict=False)}
         self.load_s = time.monotonic() - self.started
+        self.ready_rss = int(self.info.get("rss_kb", "0") or 0) * 1024  # the root's, when it was ready
         try:
             report = (self.workdir / "whitelist.tsv").read_text(encoding="utf-8")
         except OSError:
@@ -502,10 +528,14 @@ class HolLightServer:
                 raise ContextLoadError(f"the task's context does not load in HOL Light: {message.strip()}\n"
                                        f"{self.stderr_tail(10)}")
             rss = int(fields[2]) * 1024
+            private = int(fields[3]) * 1024 if len(fields) > 3 and fields[3].isdigit() else 0
+            size = zygote_bytes(rss, private)
             with self._state_lock:
-                self.zygotes[key] = rss
+                self.zygotes[key] = size
                 self.zygotes.move_to_end(key)
                 self.inflight[key] += 1
+                self.uses[key] = 0
+                self.loaded_private[key] = size
             evicted = self._evict(budget_bytes)
         return key, 1, evicted
 
@@ -526,10 +556,16 @@ class HolLightServer:
             self.zygotes.pop(key, None)
 
     def _evict(self, budget_bytes: int) -> int:
-        """Drop least recently used idle zygotes until the loaded ones fit the budget (at full RSS); how many.
+        """Drop least recently used idle zygotes until the loaded ones fit the budget (at their private
+        memory, read again now: a zygote's own pages grow as it serves); how many.
 
         A zygote with attempts running is never evicted: the budget may be exceeded while busy.
         """
+        sizes = self.stats()
+        with self._state_lock:
+            for key in self.zygotes:
+                if key in sizes:
+                    self.zygotes[key] = zygote_bytes(*sizes[key])
         evicted = 0
         while True:
             with self._state_lock:
@@ -542,8 +578,53 @@ class HolLightServer:
                 evicted += 1
             self.request("EVICT", [victim], 60)
 
+    def after_check(self, key: str, cfg: HolLightConfig) -> str | None:
+        """Count a check served on the context ``key``, and replace its zygote if it is worn out: it has
+        served ``zygote_max_checks`` checks, or its private memory (read every ``memory_check_every``
+        checks on it) has grown by more than ``zygote_max_growth_bytes`` since it loaded. The zygote is
+        evicted now, if no other attempt runs on it (else at a later check), and the next check on the
+        context loads it again. Returns why it was replaced, or None.
+        """
+        self._warm.count_use()  # the root's checks, for worn_out()
+        with self._state_lock:
+            if key not in self.zygotes:
+                return None
+            self.uses[key] += 1
+            uses = self.uses[key]
+        why = None
+        if cfg.zygote_max_checks and uses >= cfg.zygote_max_checks:
+            why = f"its zygote served {uses} checks (zygote_max_checks={cfg.zygote_max_checks})"
+        elif cfg.zygote_max_growth_bytes and cfg.memory_check_every and uses % cfg.memory_check_every == 0:
+            rss, private = self.stats().get(key, (0, 0))
+            grown = zygote_bytes(rss, private) - self.loaded_private.get(key, 0)
+            if grown > cfg.zygote_max_growth_bytes:
+                why = (f"its zygote's private memory grew by {grown >> 20} MiB in {uses} checks "
+                       f"(zygote_max_growth_bytes={cfg.zygote_max_growth_bytes >> 20} MiB)")
+        if why is None:
+            return None
+        with self._state_lock:
+            if key not in self.zygotes or self.inflight[key] > 0:
+                return None  # another attempt runs there: a later check replaces it
+            self.zygotes.pop(key)
+        self.request("EVICT", [key], 60)
+        logger.info("hol_light[%s]: context %s reloads at its next check: %s", self.base.name, key, why)
+        return why
+
+    def worn_out(self, cfg: HolLightConfig) -> str | None:
+        """Why the root should be restarted before its next check (the :class:`WarmProcess` rule: checks
+        served, RSS over ``server_max_growth_bytes`` above its RSS when it was ready), or None."""
+        self._warm.max_uses = cfg.server_max_checks
+        self._warm.max_rss_bytes = self.ready_rss + cfg.server_max_growth_bytes if cfg.server_max_growth_bytes else 0
+        return self._warm.worn_out()
+
+    def busy(self) -> bool:
+        """Whether a request or an attempt is under way (a restart now would cost it a retry)."""
+        with self._state_lock:
+            return bool(self._pending) or any(n > 0 for n in self.inflight.values()) or any(
+                lock.locked() for lock in self._loading.values())
+
     def stats(self) -> dict[str, tuple[int, int]]:
-        """Context key (and ``root``) -> (RSS bytes, private bytes)."""
+        """Context key (and ``root``) -> (RSS bytes, private bytes), as the root reads them now."""
         _, fields = self.request("STATS", [], 60)
         out = {}
         for line in fields[0].decode().splitlines():
@@ -566,6 +647,12 @@ class HolLightServer:
 
 def context_key(context: str) -> str:
     return hashlib.sha256(context.encode("utf-8")).hexdigest()[:24]
+
+
+def zygote_bytes(rss: int, private: int) -> int:
+    """What a zygote counts against the budget: its private memory, or its full RSS where the private
+    figure cannot be right (0: unreadable, or above the RSS). Fail closed: never 0 for a live zygote."""
+    return private if 0 < private <= rss else rss
 
 
 class HolLightVerifier(ProverVerifier):
@@ -599,7 +686,9 @@ class HolLightVerifier(ProverVerifier):
         self._heartbeat = say if cfg.progress is not False and cfg.heartbeat_s > 0 else None
         self._servers: dict[str, HolLightServer] = {}
         self.stats.update({"server_starts": 0, "server_deaths": 0, "contexts_loaded": 0, "evictions": 0,
-                           "retries": 0})
+                           "retries": 0, "worker_prep_us": 0, "tactic_us": 0, "zygote_recycles": 0,
+                           "server_recycles": 0})
+        self._last_times = threading.local()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -617,8 +706,13 @@ class HolLightVerifier(ProverVerifier):
                 raise TaskFormatError(f"unknown HOL Light base context {base!r}; configured: {', '.join(self._bases)}")
             server = self._servers.get(base)
             if server is not None and not server.dead:
-                return server
-            if server is not None:
+                worn = server.worn_out(self.config)
+                if worn is None or server.busy():
+                    return server
+                logger.info("hol_light[%s]: restarting the server: %s", base, worn)
+                self.stats["server_recycles"] += 1
+                server.close()
+            elif server is not None:
                 self.stats["server_deaths"] += 1
                 server.close()
             self.stats["server_starts"] += 1
@@ -658,6 +752,10 @@ class HolLightVerifier(ProverVerifier):
     def _check_task(self, task: Task) -> None:
         goal_text(task.statement)  # a statement that is not one backquoted term is a broken task
         self._task_base(task)
+
+    def check(self, task: Task, proof: str, *, audit: bool | None = None) -> CheckResult:
+        self._last_times.value = None  # this check's worker_times(), even where no worker runs
+        return super().check(task, proof, audit=audit)
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         """Check a tactic expression against ``task`` (``audit`` is accepted and changes nothing: see ``audits``).
@@ -718,12 +816,20 @@ class HolLightVerifier(ProverVerifier):
                 raise VerifierCrashed(f"unexpected reply {tag} from the HOL Light server")
             verdict, category, reasons, messages, _wall_ms = (f.decode("utf-8", "replace") for f in fields[:5])
             goals = fields[5]
+            self._note_worker_times(fields[6] if len(fields) > 6 else b"")
             if verdict == "ERROR" and reasons.startswith("no zygote for this context"):
                 server.forget_context(key)
                 continue  # evicted by a concurrent check: load it again
             if verdict == "ERROR" and category == "goal":
                 raise ContextLoadError(f"task {task.id}: {reasons}")
             server.touch_context(key)
+            try:
+                recycled = server.after_check(key, cfg)
+            except (ProcessDied, DeadlinePassed):  # the server broke after the verdict: the next check restarts it
+                recycled = None
+            if recycled is not None:
+                with self._lock:
+                    self.stats["zygote_recycles"] += 1
             return CheckResult(
                 Verdict(verdict),
                 tuple(r for r in reasons.split("\n") if r),
@@ -733,6 +839,25 @@ class HolLightVerifier(ProverVerifier):
                 backend="hol_light-fork",
             )
         raise VerifierCrashed("the task's context was evicted three times in a row; raise zygote_budget_bytes")
+
+    def _note_worker_times(self, field: bytes) -> None:
+        """Keep the worker's own clock of this attempt (see :meth:`worker_times`)."""
+        try:
+            prep_us, tactic_us = (int(x) for x in field.split())
+        except ValueError:  # no tactic ran (refused before it, killed, or a process died)
+            self._last_times.value = None
+            return
+        self._last_times.value = (prep_us / 1e6, tactic_us / 1e6)
+        with self._lock:
+            self.stats["worker_prep_us"] += prep_us
+            self.stats["tactic_us"] += tactic_us
+
+    def worker_times(self) -> tuple[float, float] | None:
+        """The worker's own clock of this thread's last check: (seconds from its fork to the tactic's start:
+        the goal, vetting and compiling the submission; seconds of the tactic and the theorem's checks), or
+        None where no tactic ran. A check's ``wall_s`` minus both is the fork server's own cost (fork,
+        pipes, frames, the worker's exit); minus the second, what proofgym adds to the tactic."""
+        return getattr(self._last_times, "value", None)
 
 
 def _parse_goals(data: bytes) -> tuple[Goal, ...]:
