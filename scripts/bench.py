@@ -16,13 +16,17 @@ Rows (each a ratio of two numbers measured here, now, on this machine):
   (N at a time); checks/s, per core, p50/p95 latency, the share of time loading contexts, a verdict-cache
   hit; the same batch shape on ``dafny-nl``, and on HOL Light with ``--hol`` (opt-in: 2-5 min start);
 - verdicts that do not depend on load (``--rows load``): a fixed set of checks (honest, cheats, failing,
-  one close to its timeout) per prover, idle and under 2x CPU oversubscription; the verdicts that differ.
+  one close to its timeout) per prover, idle and under 2x CPU oversubscription; the verdicts that differ;
+- HOL Light alone (``--rows hol``, with ``--hol-suite`` for its built suite): the GRPO-shaped batch, the load
+  rows, and the fork overhead (a warm check's time minus the tactic's own time as the worker clocks it;
+  goal: at most 5 ms).
 
     python scripts/bench.py                          # print the table (core and GRPO rows)
     python scripts/bench.py --write BENCHMARKS.md    # and write it, with the command and the machine
     python scripts/bench.py --suite coq-stdlib       # P1 tasks of a built suite instead of the tiny one
     python scripts/bench.py --rows grpo --quick      # only the GRPO rows, at a size to try (8 x 4)
     python scripts/bench.py --rows load --write BENCHMARKS.md   # the load rows, in their own block
+    python scripts/bench.py --rows hol --hol-suite hol-light --write BENCHMARKS.md   # HOL Light's block
 
 Audits are off (``audit="never"``): they are a sampled, separate cost, and would make the
 per-check numbers depend on the dice.
@@ -283,6 +287,11 @@ def _timed_verifier(system: str, **kwargs: Any) -> Any:
 
     verifier = base.make_verifier(system, **kwargs)
     out = os.environ.get(LOADS_ENV)
+    if system == "hol_light":
+        starts = os.environ.get(HOL_STARTS_ENV)
+        _time_hol_loads(verifier, Path(out) / f"{os.getpid()}.jsonl" if out else None,
+                        Path(starts) / f"{os.getpid()}.jsonl" if starts else None)
+        return verifier
     session = getattr(verifier, "_session", None)
     if out and session is not None:
         path = Path(out) / f"{os.getpid()}.jsonl"
@@ -461,8 +470,11 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     notes["grpo_tasks"] = [t.id for t in batch_tasks]
     for suite, system, enabled in (("dafny-nl", "dafny", True), (args.hol_suite, "hol_light", args.hol)):
         if not enabled:
-            notes.setdefault("skipped", []).append(f"GRPO batch on {system}: opt-in (--hol; HOL Light loads for "
-                                                   "2-5 min before its first check)")
+            notes.setdefault("skipped", []).append(f"GRPO batch on {system}: opt-in (--hol or --rows hol; HOL Light "
+                                                   "loads for 2-5 min before its first check)")
+            continue
+        if system == "hol_light":
+            rows += hol_grpo_rows(args, notes)
             continue
         try:
             others = [t for t in load_task_list(suite) if t.system == system and t.reference_proof] \
@@ -480,10 +492,6 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
             rows.append(Row(f"GRPO batch on {suite} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool): "
                             "whole-file check per check / proofgym per check", _fmt_ms(1000 * per_naive),
                             _fmt_ms(1000 * per), per_naive / per))
-        else:
-            rows.append(Row(f"GRPO batch on {system} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool, "
-                            "HOL Light load included): checks/s / a whole-file check's (not measured: a fresh HOL "
-                            "Light load per check is minutes)", f"{run['rate']:.2f}/s", "n/a", 0.0))
     return rows
 
 
@@ -615,6 +623,169 @@ HOL_LIGHT_TASKS = [
     Task(id="bench.hol.conj", system="hol_light", context="", statement="`!p q. p /\\ q ==> q /\\ p`",
          reference_proof="MESON_TAC[]", category="P1", timeout_s=30),
 ]
+
+
+# -- HOL Light ---------------------------------------------------------------------------------------
+
+#: Where each pool worker of the HOL Light GRPO run writes its server starts (read by hol_grpo_rows).
+HOL_STARTS_ENV = "PROOFGYM_BENCH_HOL_STARTS"
+
+
+def _time_hol_loads(verifier: Any, loads: Path | None, starts: Path | None) -> None:
+    """Record a HOL Light verifier's server starts (``starts``) and context loads (``loads``: zygotes, the
+    ``load_s`` lines grpo_batch reads): its ``server`` is wrapped, and each new server's ``enter_context``."""
+    import json
+
+    real_server = verifier.server
+
+    def log(path: Path | None, key: str, seconds: float) -> None:
+        if path is not None:
+            with path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({key: seconds}) + "\n")
+
+    def timed_server(base: str = "plain") -> Any:
+        before = verifier.stats["server_starts"]
+        t0 = time.perf_counter()
+        server = real_server(base)
+        if verifier.stats["server_starts"] != before:
+            log(starts, "start_s", time.perf_counter() - t0)
+            enter = server.enter_context
+
+            def timed_enter(context: str, **kwargs: Any) -> Any:
+                t1 = time.perf_counter()
+                out = enter(context, **kwargs)
+                if out[1]:  # a zygote was loaded for it
+                    log(loads, "load_s", time.perf_counter() - t1)
+                return out
+
+            server.enter_context = timed_enter
+        return server
+
+    verifier.server = timed_server
+
+
+def _hol_tasks(args: argparse.Namespace) -> list[Task]:
+    """The HOL Light suite's tasks with a reference proof (``--hol-suite``), else the two goals built in here."""
+    if not args.hol_suite:
+        return list(HOL_LIGHT_TASKS)
+    return [t for t in load_task_list(args.hol_suite) if t.system == "hol_light" and t.reference_proof]
+
+
+def hol_grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """The GRPO-shaped batch on HOL Light through a cold pool (each worker starts its own server first).
+
+    There is no whole-file check to run beside it: a stateless HOL Light check loads HOL Light (minutes)
+    for each attempt. The row sets the batch's cost per check against that: the measured server start plus
+    the same check, per check.
+    """
+    import json
+
+    n = min(os.cpu_count() or 1, args.max_workers)
+    try:
+        tasks = grpo_tasks(_hol_tasks(args), args.grpo_batch, args.seed)
+        batch = with_attempts(tasks, args.grpo_group)
+        with tempfile.TemporaryDirectory() as starts_dir:
+            os.environ[HOL_STARTS_ENV] = starts_dir
+            try:
+                run = grpo_batch(batch, n)
+            finally:
+                os.environ.pop(HOL_STARTS_ENV, None)
+            starts = [json.loads(line)["start_s"] for f in Path(starts_dir).glob("*.jsonl")
+                      for line in f.read_text(encoding="utf-8").splitlines() if line]
+    except Exception as exc:  # noqa: BLE001 - HOL Light not installed here is a note, not a crash
+        notes.setdefault("skipped", []).append(f"GRPO batch on hol_light: {type(exc).__name__}: {exc}")
+        return []
+    run["server_start_p50"] = _pct(starts, 0.5)
+    run["server_starts"] = len(starts)
+    suite = Path(args.hol_suite).stem if args.hol_suite else "built-in goals"
+    label = f"hol_light {suite} ({len(tasks)} x {args.grpo_group}, {n} workers, cold pool)"
+    notes["grpo_hol_light"] = {label: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}}
+    per = run["wall_s"] / run["checks"]
+    stateless = run["server_start_p50"] + run["p50"]
+    return [
+        Row(f"GRPO batch on {label}: a fresh HOL Light per check (server start p50 + check p50, both measured "
+            "here) / proofgym per check (batch wall, server starts included)", _fmt_ms(1000 * stateless),
+            _fmt_ms(1000 * per), stateless / per),
+        Row(f"GRPO batch on {label}: checks/s per core / checks/s", f"{run['per_core']:.2f}/s",
+            f"{run['rate']:.2f}/s", run["per_core"] / run["rate"]),
+    ]
+
+
+def hol_overhead_rows(verifier: Any, tasks: list[Task], checks: int, notes: dict[str, Any]) -> list[Row]:
+    """HOL Light fork overhead on a warm verifier: a check's time minus the tactic's own time as the worker
+    clocks it (goal <= 5 ms); and the fork server's own part (also less the worker's goal parsing, vetting
+    and compiling of the submission): fork, pipes, frames, the worker's exit."""
+    for task in tasks:  # each context warm before anything is timed
+        verifier.check(task, task.reference_proof)
+    over: list[float] = []
+    server_part: list[float] = []
+    walls: list[float] = []
+    for i in range(checks):
+        task = tasks[i % len(tasks)]
+        result = verifier.check(task, task.reference_proof)
+        times = verifier.worker_times()
+        if times is None:
+            raise RuntimeError(f"{task.id}: no worker times ({result.verdict.value}: {result.reasons})")
+        walls.append(result.wall_s)
+        over.append(result.wall_s - times[1])
+        server_part.append(result.wall_s - times[0] - times[1])
+    ms = {k: round(1000 * _pct(v, q), 2) for k, v, q in (
+        ("overhead_p50", over, 0.5), ("overhead_p95", over, 0.95), ("fork_server_p50", server_part, 0.5),
+        ("fork_server_p95", server_part, 0.95), ("check_p50", walls, 0.5))}
+    notes["hol_overhead_ms"] = {**ms, "checks": len(over), "tasks": [t.id for t in tasks]}
+    return [
+        Row(f"HOL Light fork overhead, p50 over {len(over)} warm checks: a check - its tactic's own time (the "
+            "worker's clock) / the check", f"{ms['overhead_p50']:.2f} ms", f"{ms['check_p50']:.2f} ms",
+            ms["overhead_p50"] / max(ms["check_p50"], 1e-9), "overhead ≤ 5 ms", ms["overhead_p50"] <= 5),
+        Row("HOL Light fork server's own part, p50 (the overhead less the worker's goal parsing, vetting and "
+            "compiling: fork, pipes, frames, exit) / the check", f"{ms['fork_server_p50']:.2f} ms",
+            f"{ms['check_p50']:.2f} ms", ms["fork_server_p50"] / max(ms["check_p50"], 1e-9)),
+    ]
+
+
+def hol_load_rows(verifier: Any, notes: dict[str, Any]) -> list[Row]:
+    """The load rows' fixed checks on HOL Light (honest, cheat, failing per built-in goal, and the slowest
+    honest one with its ``timeout_s`` at 1.5x its idle time), idle and under 2x CPU oversubscription, on one
+    warm verifier: a HOL Light start is minutes, and which server answers does not change a verdict."""
+    from dataclasses import replace
+
+    checks: list[tuple[Task, str, str]] = []
+    slowest, slowest_s = HOL_LIGHT_TASKS[0], 0.0
+    for task in HOL_LIGHT_TASKS:
+        ref, cheat, failing = grpo_attempts(task, 3)
+        checks += [(task, ref, "honest"), (task, cheat, "cheat"), (task, failing, "failing")]
+        wall = verifier.check(task, ref).wall_s
+        if wall > slowest_s:
+            slowest, slowest_s = task, wall
+    near = replace(slowest, id=slowest.id + ".near_timeout", timeout_s=max(0.05, 1.5 * slowest_s))
+    checks.append((near, near.reference_proof, "near timeout"))
+    notes.setdefault("near_timeout_s", {})["hol_light"] = round(near.timeout_s, 3)
+    idle = [verifier.check(t, p).verdict.value for t, p, _ in checks]
+    with BusyLoops(2):
+        busy = [verifier.check(t, p).verdict.value for t, p, _ in checks]
+    decided = [i for i in range(len(checks)) if {idle[i], busy[i]} & {"OK", "FAIL", "CHEATING"}]
+    differ = [i for i in decided if idle[i] != busy[i]]
+    notes["load_flips"] = [f"{checks[i][0].id} ({checks[i][2]}): {idle[i]} -> {busy[i]}" for i in differ] or "none"
+    notes["load_phases_s"] = "one warm HOL Light verifier for both phases"
+    return [Row(f"hol_light: OK/FAIL/CHEATING verdicts that flip, idle / under 2x CPU oversubscription "
+                f"({len(checks)} fixed checks: honest, cheats, failing, near the timeout; one warm server)",
+                f"{len(differ)} of {len(decided)}", "0", float(len(differ)), "0 flips", not differ)]
+
+
+def hol_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """``--rows hol``: HOL Light's section alone: the GRPO-shaped batch through a cold pool (each worker starts
+    a server), then one warm in-process verifier (one more start) for the load rows and the fork overhead."""
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+    rows = hol_grpo_rows(args, notes)
+    try:
+        with HolLightVerifier(progress=False) as verifier:
+            rows += hol_load_rows(verifier, notes)
+            rows += hol_overhead_rows(verifier, _hol_tasks(args)[: max(1, args.hol_overhead_tasks)],
+                                      args.hol_overhead_checks, notes)
+    except Exception as exc:  # noqa: BLE001 - HOL Light not installed here is a note, not a crash
+        notes.setdefault("skipped", []).append(f"HOL Light load / overhead rows: {type(exc).__name__}: {exc}")
+    return rows
 
 
 def build_rows(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
@@ -799,11 +970,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-tasks", type=int, default=2, help="Dafny tasks for the warm/cold row (default 2)")
     parser.add_argument("--other-reps", type=int, default=1,
                         help="cold starts per Dafny / HOL Light task (default 1; HOL Light's takes minutes)")
-    parser.add_argument("--rows", nargs="+", choices=("core", "grpo", "load", "train"), default=["core", "grpo"],
+    parser.add_argument("--rows", nargs="+", choices=("core", "grpo", "load", "train", "hol"), default=["core", "grpo"],
                         help="which rows: core (warm/cold, env.step, throughput, recovery), grpo (the GRPO-shaped "
                              "real workload), load (verdicts idle vs 2x CPU oversubscription), train (real GRPO "
                              "steps on configs/train/grpo_cpu.yaml: the reward's share of step time, completions/s; "
-                             "minutes: a model generates); default core grpo")
+                             "minutes: a model generates), hol (HOL Light alone: its GRPO batch on --hol-suite, its "
+                             "load rows and its fork overhead; 10-20 min: each start loads HOL Light); default core grpo")
     parser.add_argument("--train-steps", type=int, default=3, help="GRPO steps of the train rows (default 3)")
     parser.add_argument("--grpo-suite", default="coq-stdlib", help="Coq suite of the GRPO batch (default coq-stdlib)")
     parser.add_argument("--grpo-batch", type=int, default=32, help="prompts per GRPO batch, B (default 32)")
@@ -813,6 +985,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hol", action="store_true",
                         help="also the GRPO batch on HOL Light (opt-in: its server loads for 2-5 min first)")
     parser.add_argument("--hol-suite", default="", help="HOL Light suite for --hol (default: goals built in here)")
+    parser.add_argument("--hol-overhead-checks", type=int, default=100,
+                        help="warm checks of the HOL Light fork-overhead row (default 100)")
+    parser.add_argument("--hol-overhead-tasks", type=int, default=4,
+                        help="tasks (contexts) of the HOL Light fork-overhead row, from --hol-suite (default 4)")
     parser.add_argument("--load-tasks", type=int, default=4,
                         help="tasks per system in the load rows (Coq: the tiny suite; Dafny: dafny-nl; default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the GRPO batch's draw (default 0)")
@@ -835,10 +1011,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += grpo_train_rows(args, notes)
     if "load" in args.rows:
         rows += load_rows(args, notes)
+    if "hol" in args.rows:
+        rows += hol_rows(args, notes)
     table = render(rows)
-    if notes.get("grpo"):
+    if notes.get("grpo") or notes.get("grpo_hol_light"):
         table += "\n\nGRPO-shaped batches (latency: the checks that ran, a verdict-cache answer is not one; load "\
-                 "share: seconds loading contexts / seconds of those checks):\n\n" + grpo_table(notes["grpo"])
+                 "share: seconds loading contexts / seconds of those checks):\n\n" + \
+                 grpo_table({**notes.get("grpo", {}), **notes.get("grpo_hol_light", {})})
     print(table)
     for key, value in notes.items():
         print(f"{key}: {value}")
@@ -860,7 +1039,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else "")
             + (f" Load rows: flips {notes['load_flips']}; near-timeout tasks' timeout_s {notes['near_timeout_s']}; "
                f"seconds per phase {notes['load_phases_s']}."
-               if "load_flips" in notes else ""),
+               if "load_flips" in notes else "")
+            + (f" HOL Light fork overhead (ms): {notes['hol_overhead_ms']}." if "hol_overhead_ms" in notes else ""),
             end,
         ])
         write_block(Path(args.write), block, begin, end)
