@@ -58,7 +58,7 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers import base
-from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.envs.verifiers.pool import LocalVerifierPool, routing_key
 from proofgym.envs.verifiers.procfs import cpu_seconds, descendants, rss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -372,7 +372,7 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dict[str, Any] | None = None,
-               whole_file: bool = True, spill_at: int = 2) -> dict[str, Any]:
+               whole_file: bool = True, spill_at: int = 0) -> dict[str, Any]:
     """One GRPO-shaped batch through a cold ``LocalVerifierPool(workers)``, and (optionally) whole-file checks
     of the same attempts, ``workers`` at a time, measured one after the other in this run.
 
@@ -392,6 +392,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
                 results = list(pool.imap_unordered(work))
                 cache = pool.cache_stats()
                 elapsed = time.perf_counter() - start
+                pool_stats = pool.stats()
                 # A verdict-cache hit, timed alone: submit -> answer of an attempt already checked.
                 hits = []
                 for task, proof in work[: min(50, len(work))]:
@@ -413,6 +414,8 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
         "per_core": len(work) / elapsed / workers, "ran": len(ran),
         "p50": _pct(ran, 0.5), "p95": _pct(ran, 0.95), "load_share": sum(loads) / max(sum(ran), 1e-9),
         "load_p50": _pct(loads, 0.5), "loads": len(loads), "verdicts": verdicts, "cache": cache,
+        "contexts": len({routing_key(t) for t, _ in work}), "pool_context_loads": pool_stats.get("context_loads"),
+        "stolen": pool_stats.get("stolen"),
         "harness_failures": len(bad), "hit_p50": _pct(hits, 0.5),
     }
     if whole_file and work[0][0].system in ("coq", "dafny"):
@@ -497,12 +500,13 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
 
 def grpo_table(runs: dict[str, Any]) -> str:
     """The GRPO runs' own numbers (checks/s, per core, latency, load share) as a Markdown table."""
-    lines = ["| run | checks (ran) | wall | checks/s | checks/s per core | p50 | p95 | context loads (p50) | "
-             "load share | verdicts |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| run | checks (ran) | wall | checks/s | checks/s per core | p50 | p95 | context loads / contexts "
+             "(load p50) | load share | verdicts |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for label, r in runs.items():
         lines.append(f"| {label} | {r['checks']} ({r['ran']}) | {r['wall_s']:.1f} s | {r['rate']:.2f} | "
                      f"{r['per_core']:.2f} | {_fmt_ms(1000 * r['p50'])} | {_fmt_ms(1000 * r['p95'])} | "
-                     f"{r['loads']} ({_fmt_ms(1000 * r['load_p50'])}) | {100 * r['load_share']:.0f}% | "
+                     f"{r['loads']} / {r.get('contexts', '?')} ({_fmt_ms(1000 * r['load_p50'])}) | "
+                     f"{100 * r['load_share']:.0f}% | "
                      f"{r['verdicts']} |")
         w = r.get("whole_file")
         if w:
@@ -980,8 +984,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpo-suite", default="coq-stdlib", help="Coq suite of the GRPO batch (default coq-stdlib)")
     parser.add_argument("--grpo-batch", type=int, default=32, help="prompts per GRPO batch, B (default 32)")
     parser.add_argument("--grpo-group", type=int, default=8, help="attempts per prompt, G (default 8)")
-    parser.add_argument("--spill-at", type=int, default=2,
-                        help="the pool's spill_at in the GRPO batch (default 2, the pool's default)")
+    parser.add_argument("--spill-at", type=int, default=0,
+                        help="the pool's spill_at in the GRPO batch (default 0, the pool's default: an idle worker "
+                             "takes checks by their contexts' loads; N > 0 adds the older spill at submit)")
     parser.add_argument("--hol", action="store_true",
                         help="also the GRPO batch on HOL Light (opt-in: its server loads for 2-5 min first)")
     parser.add_argument("--hol-suite", default="", help="HOL Light suite for --hol (default: goals built in here)")
