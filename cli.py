@@ -368,7 +368,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             options["hol_dir"] = args.hol_dir
     elif args.name == "s2n-bignum":  # validation loads s2n's bases (minutes each): only when asked for
         options.update(limit=args.limit or None, checkout=args.checkout, hol_dir=args.hol_dir or "",
-                       timeout_map=args.timeout_map, validate=args.validate, objects=args.objects)
+                       timeout_map=args.timeout_map, validate=args.validate, objects=args.objects,
+                       obfuscate=args.obfuscate or 0)
     elif args.name == "coq-project":  # an installed library or a built project, and Selene's sample sizes
         if bool(args.lib) == bool(args.project):
             return _die(EXIT_BAD_INPUT, "coq-project takes one of --lib NAME (an installed library such as stdpp, "
@@ -656,6 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validate", action="store_true", help="s2n-bignum: validate (loads each base: 15-25 min)")
     p.add_argument("--objects", action="store_true", help="s2n-bignum: first build the object files contexts read "
                    "(the checkout's make; arm needs binutils-aarch64-linux-gnu on x86-64)")
+    p.add_argument("--obfuscate", type=int, choices=(1, 2), help="s2n-bignum: the bench's query obfuscation "
+                   "tier (1: every atom's type; 2: also every bound variable renamed), one check per task")
     p.add_argument("--lib", help="coq-project: an installed Coq library under $(coqc -where)/user-contrib "
                                  "(stdpp, iris, mathcomp, ...); the suite is coq-<lib>")
     p.add_argument("--project", metavar="DIR", help="coq-project: a built project's folder (_CoqProject or dune)")
