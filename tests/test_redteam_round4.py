@@ -52,6 +52,43 @@ def test_an_earlier_segments_notation_does_not_come_back_over_a_later_import(tmp
         assert cached.isolation.stats.get("loaded") == 1  # the chain was loaded, not replayed
 
 
+F = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n"
+# A replayed sentence (after the cached module is imported) that something not replayed overrode in the file: a
+# Global command in a closed section, an Arguments of a closed module (global there).
+OVERRIDDEN = {
+    "section_global": F + "Opaque f.\nSection S.\nGlobal Transparent f.\nEnd S.\nDefinition z := 0.\n",
+    "module_arguments": F + "Arguments f n : simpl never.\nModule M.\nArguments f n : simpl nomatch.\nEnd M.\n"
+                            "Import M.\nDefinition z := 0.\n",
+}
+
+
+def test_a_replayed_sentence_that_a_closed_block_overrides_is_not_cached():
+    """Fast tier: such a context falls back to the replay (it is in none of coq-stdlib's contexts)."""
+    for context in OVERRIDDEN.values():
+        assert "outlives" in str(plan(context, coq_version="8.16.1", args=())), context
+    # Local in the closed block, or nothing replayed of its kind before it: cached as before.
+    assert isinstance(plan(F + "Module M.\nArguments f n : simpl nomatch.\nEnd M.\nDefinition z := 0.\n",
+                           coq_version="8.16.1", args=()), Plan)
+    assert isinstance(plan(F + "Opaque f.\nSection S.\nTransparent f.\nEnd S.\nDefinition z := 0.\n",
+                           coq_version="8.16.1", args=()), Plan)
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.parametrize("context", list(OVERRIDDEN.values()), ids=list(OVERRIDDEN))
+def test_a_replayed_sentence_does_not_win_over_what_overrode_it_in_the_file(context: str, tmp_path: Path):
+    """Hole: the cache replayed `Opaque f` / `Arguments f : simpl never` after the module that a later Global Transparent
+    or a module's Arguments had overridden in the file, so an honest `simpl` proof FAILed."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = _task("overridden", context, "Lemma t : f 1 = 1.", "Proof. progress simpl. reflexivity. Qed.",
+                 allowed_axioms=[])
+    with CoqVerifier(audit="never", isolation_cache=False) as plain:
+        assert plain.check(task, task.reference_proof).verdict is Verdict.OK
+    with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as cached:
+        assert cached.check(task, task.reference_proof).verdict is Verdict.OK
+
+
 def _library(folder: Path, text: str) -> None:
     (folder / "A.v").write_text(text, encoding="utf-8")
     subprocess.run(["coqc", "-Q", ".", "RT4Lib", "A.v"], cwd=folder, check=True, capture_output=True)

@@ -90,7 +90,10 @@ _EXPORT_WORD = re.compile(r"\bExport\b")
 # Replayed heads whose effect a module exports (and its Import brings back): in a later segment's source they are
 # written Local, so that importing that segment does not bring an earlier segment's notation or scope back over the
 # imports between them (the file's imports would have shadowed it).
-_EXPORTED_ON_IMPORT = re.compile(r"^(?:Notation|Infix|Open\s+Scope|Close\s+Scope)\b")
+_EXPORTED_ON_IMPORT = re.compile(r"^(?:Notation|Infix|Open\s+Scope|Close\s+Scope|Arguments)\b")
+_GLOBAL_ATTR = re.compile(r"#\[(?:[^\]]*[\s,\[])?global\s*[,\]]")
+# Replayed heads that are global by default inside a Module: one in a closed module outlives it (not replayed).
+_GLOBAL_IN_MODULE = re.compile(r"^(?:Arguments|Opaque|Transparent|Strategy|Typeclasses\s+(?:Opaque|Transparent))\b")
 
 
 def session_name(full: str) -> str:
@@ -164,7 +167,15 @@ def _replayed(sentences: Sequence[Sentence], heads: Sequence[tuple[str, str]]) -
     blocks: list = []
     for s, (head, attributes) in zip(sentences, heads, strict=True):
         depth = len(blocks)
-        if update_blocks(blocks, head) or depth:
+        if update_blocks(blocks, head):
+            continue
+        if depth:
+            # One that outlives its block is not replayed, so a replayed sentence before it would win over it.
+            if _ALWAYS.match(head) and (_GLOBAL_ATTR.search(attributes) or strip_attributes(s.code).startswith("Global ")
+                                        or (_GLOBAL_IN_MODULE.match(head) and not _is_local(s.code, head, attributes)
+                                            and any(b.kind == "Module" for b in blocks)
+                                            and any(_GLOBAL_IN_MODULE.match(r.code) for r in replay))):
+                return f"a command in a closed block outlives it and would come before what is replayed: {s.code[:60]!r}"
             continue  # a closed block's local effects end with it; the rest is exported
         local = _is_local(s.code, head, attributes)
         if _ALWAYS.match(head) or (local and _WHEN_LOCAL.match(head)):
