@@ -135,3 +135,59 @@ def test_two_versions_of_a_task_with_one_id_do_not_share_an_allow_list():
         result = v.check(intuitionistic, "Proof. destruct (classic P); tauto. Qed.")
         assert v.check(intuitionistic, intuitionistic.reference_proof).verdict is Verdict.OK
     assert result.verdict is Verdict.CHEATING and "classic" in " ".join(result.reasons), result
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.xfail(strict=True, reason="open: a context loaded from the isolation cache names its constants "
+                   "PGIso.C<key>.x, so an honest proof that writes Top.x fails there and is OK without the cache")
+def test_a_proof_naming_a_context_lemma_by_its_top_name_has_the_uncached_verdict(tmp_path: Path):
+    """Fairness: `exact Top.f1` (the replayed context's full name of its own lemma) must not FAIL only because the
+    context came from the cache."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = _task("top", F + "Lemma f1 : f 1 = 1. Proof. reflexivity. Qed.\n", "Lemma t : f 1 = 1.",
+                 "Proof. exact Top.f1. Qed.", allowed_axioms=[])
+    with CoqVerifier(audit="never", isolation_cache=False) as plain:
+        assert plain.check(task, task.reference_proof).verdict is Verdict.OK
+    with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as cached:
+        assert cached.check(task, task.reference_proof).verdict is Verdict.OK
+
+
+def test_the_verdict_cache_key_covers_what_decides_a_verdict():
+    """A pool's repeat is answered from its verdict cache only for the same task in every field (its allow-list,
+    context, deadline), the same proof text and the same verifier settings (fast tier)."""
+    from dataclasses import replace
+
+    from proofgym.envs.verifiers.verdict_cache import cache_key
+
+    task = _task("vc", "Require Import Classical.\n", "Lemma em (P : Prop) : P \\/ ~ P.", "Proof. apply classic. Qed.")
+    proof, settings = "Proof. apply classic. Qed.", repr(("coq", [("audit", "never")]))
+    key = cache_key(task, proof, settings)
+    assert cache_key(replace(task), proof, settings) == key
+    others = [replace(task, metadata={"allowed_axioms": ["Coq.Logic.Classical_Prop.classic"]}),
+              replace(task, context="Require Import Classical.\nSection S.\n"), replace(task, timeout_s=5)]
+    assert len({key, *(cache_key(t, proof, settings) for t in others)}) == 4
+    assert cache_key(task, proof + " ", settings) != key
+    assert cache_key(task, proof, repr(("coq", [("audit", "always")]))) != key
+
+
+@pytest.mark.prover
+def test_a_dafny_budget_that_runs_out_is_timeout_never_ok_nor_cheating():
+    """Dafny's rlimit: an honest program whose helper runs out of z3's budget is TIMEOUT (not a dropped obligation
+    called CHEATING), and a false helper that runs out never makes the target OK."""
+    from tests.test_dafny_common import NO_DAFNY, have_dafny
+
+    if not have_dafny():
+        pytest.skip(NO_DAFNY)
+    from proofgym.envs.verifiers.dafny import DafnyVerifier
+    from tests.test_dafny_redteam import FALSE
+    from tests.test_deterministic_budgets import DAFNY_TASK
+
+    helper = "lemma Helper(n: nat)\n  ensures n * (n + 1) / 2 >= 0\n{\n}\n"
+    false_helper = "lemma Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n{\n  Helper();\n}\n"
+    with DafnyVerifier(audit="never", rlimit=100_000) as verifier:
+        honest = verifier.check(DAFNY_TASK, helper + DAFNY_TASK.reference_proof)
+        cheat = verifier.check(FALSE, false_helper)
+    assert honest.verdict is Verdict.TIMEOUT, honest
+    assert cheat.verdict is not Verdict.OK, cheat
