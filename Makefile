@@ -23,9 +23,12 @@ TRAIN_CONFIG ?= configs/train/grpo_cpu.yaml
 eval: suite
 	$(BIN)/python scripts/main_job.py --config $(TRAIN_CONFIG) --verifier_workers $(WORKERS)
 
-## the fast tier and the real provers (about 16 minutes on a quiet 2-core machine); the 15 slowest tests at the end
+## the fast tier and the real provers, in TEST_WORKERS pytest-xdist workers (TEST_WORKERS=0: one process);
+## the run-wide HOL Light server's tests stay in one worker (tests/conftest.py); the 15 slowest tests at the end
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -m "not slow or train_smoke" tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) --durations=15 -m "not slow or train_smoke" tests
 
 ## no prover: a minute or two
 test-fast: setup

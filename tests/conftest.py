@@ -68,6 +68,49 @@ def prover_processes_below(pid: int) -> list[str]:
     return found
 
 
+#: Under pytest-xdist (``make test``: two workers, ``--dist loadfile``) the files that share the run-wide HOL Light
+#: server (the ``hol`` fixture, about two minutes to load) are one unit of work, so the server loads once, in one
+#: worker; every other file is a unit of its own, so its module fixtures are built once. The HOL Light units are
+#: the longest (about 10 minutes, and 7 for test_hol_sandbox with its own server), so they are scheduled first, one
+#: per worker, and the other files fill in around them. A new file that uses ``hol`` belongs in this list (the
+#: collection hook below warns when one is missing: it would pay a second load in the other worker).
+HOL_SERVER_FILES = ("test_hol_light.py", "test_hol_tactic.py", "test_hol_trust.py", "test_hol_memory.py",
+                    "test_hol_obfuscate.py", "test_hol_s2n.py", "test_slips.py")
+_FIRST_UNITS = ("hol-light", "tests/test_hol_sandbox.py")
+
+
+def _unit_of(nodeid: str) -> str:
+    """The unit of work (scheduled to one xdist worker) a test belongs to: its file, or the HOL Light group."""
+    path = nodeid.split("::", 1)[0]
+    return "hol-light" if path.rsplit("/", 1)[-1] in HOL_SERVER_FILES else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the HOL Light files as one unit (xdist 3.8's ``loadgroup`` cannot be used:
+    it renames ``item._nodeid``, which pytest 9 no longer reads)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HolLightAsOneUnit(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of(nodeid)
+
+    return HolLightAsOneUnit(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):
+        return  # a plain run keeps pytest's order: the units only steer the distribution over workers
+    for item in items:
+        if "hol" in getattr(item, "fixturenames", ()) and _unit_of(item.nodeid) != "hol-light" \
+                and not item.nodeid.startswith("tests/test_hol_sandbox.py"):
+            item.warn(pytest.PytestWarning("this test uses the run-wide HOL Light server: add its file to "
+                                           "tests/conftest.py's HOL_SERVER_FILES, or its worker loads a second one"))
+    rank = {unit: i for i, unit in enumerate(_FIRST_UNITS)}
+    items.sort(key=lambda item: rank.get(_unit_of(item.nodeid), len(rank)))  # stable: files keep their order
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when a prover process outlives it: every verifier a test opened must be closed by then.
 
