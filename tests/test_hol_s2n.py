@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from proofgym.envs.tasks.hol_extract import TimeoutRule
-from proofgym.envs.tasks.hol_inline import SourceTree, split_phrases, toplevel_theorems
+from proofgym.envs.tasks.hol_inline import SourceTree, blank_comments, split_phrases, toplevel_theorems
 from proofgym.envs.tasks.hol_s2n import (
     CONTEXTS_DIR,
     bench_category,
@@ -348,6 +348,18 @@ def test_timeouts_and_comparison_from_the_bench_map(checkout: Path, tmp_path: Pa
     assert "1 matched, 1 missing" in text and "functional_correctness_arm" in text
 
 
+def test_a_phrase_of_comments_only_is_left_out_of_a_context(checkout: Path):
+    """s2n's aes_xts_encrypt_spec.ml ends in a comment of old proofs and a rule line: as a phrase of
+    its own with `;;` after it, camlp5 refuses the file ("[use_file] expected")."""
+    extra = checkout / "common" / "extra.ml"
+    extra.write_text(extra.read_text() + "(*\nlet OLD = prove(`F`, ALL_TAC);;\n*)\n(**********)\n")
+    import_s2n(checkout, hol_dir="")
+    whole = (checkout / CONTEXTS_DIR / "arm" / "common" / "extra.ml").read_text()
+    assert whole.rstrip().endswith("let EXTRA_EQUIV = prove(`!n. n = n`, CHEAT_TAC);;")
+    for piece in (checkout / CONTEXTS_DIR).rglob("*.ml"):
+        assert all(blank_comments(ph.text).strip() for ph in split_phrases(piece.read_text())), piece
+
+
 def test_statements_are_one_quotation():
     assert task_statement("(`x = 1`)") == "`x = 1`"
     assert task_statement("`x = 1`") == "`x = 1`"
@@ -471,7 +483,9 @@ LOADABLE = {
     "arm/Makefile": "OBJ = generic/bignum_demo.o\n",
     "arm/proofs/base.ml": 'loadt "common/overlap.ml";;\n',
     "common/overlap.ml": "let OV_ADD = prove(`!n. n + 0 = n`, ARITH_TAC);;\n",
-    "common/extra.ml": "let EXTRA_DOUBLE = prove(`!n. 2 * n = n + n`, ARITH_TAC);;\n",
+    # a file that ends in comments (one with a `;;` inside): camlp5 refuses them as a phrase before `;;`
+    "common/extra.ml": "let EXTRA_DOUBLE = prove(`!n. 2 * n = n + n`, ARITH_TAC);;\n"
+                       "(*\nlet OLD = prove(`F`, ALL_TAC);;\n*)\n(**********)\n",
     "arm/proofs/bignum_demo.ml": 'needs "arm/proofs/base.ml";;\nneeds "common/extra.ml";;\n'
                                  "let L1 = time prove(`!x. x + 1 > x`, ARITH_TAC);;\n"
                                  "let _ = prove(`F`, ALL_TAC);;\n"  # would fail if a context ran it

@@ -56,7 +56,7 @@ from typing import Any
 
 from proofgym.envs.errors import TaskFormatError, VerifierError
 from proofgym.envs.tasks.hol_extract import CHEAT, TimeoutRule
-from proofgym.envs.tasks.hol_inline import SourceFile, SourceTree, Theorem
+from proofgym.envs.tasks.hol_inline import SourceFile, SourceTree, Theorem, blank_comments
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.hol_light import BaseContext
 
@@ -295,9 +295,17 @@ def _bases(tree: SourceTree) -> list[S2nBase]:
         out.append(S2nBase(arch, arch, f'needs "{base_ml}";;\n', frozenset(tree.closure(base_ml))))
         src = tree.file(base_ml)
         first = next((i for i in range(len(src.phrases)) if (ld := src.loads.get(i)) and ld.target), len(src.phrases))
-        setup = "".join(src.phrases[i].text.strip("\n") + ";;\n" for i in range(first))
+        setup = "".join(_phrase_text(src.phrases[i].text) for i in range(first))
         out.append(S2nBase(f"{arch}-lib", arch, setup, frozenset(), lib=True, start=first))
     return out
+
+
+def _phrase_text(text: str) -> str:
+    """A phrase as a line of a context: its text and ``;;``, or nothing for a phrase of comments only
+    (a file's trailing comment): camlp5 refuses an empty phrase before ``;;`` ("[use_file] expected")."""
+    if not blank_comments(text).strip():
+        return ""
+    return text.strip("\n") + ";;\n"
 
 
 class ContextWriter:
@@ -328,7 +336,7 @@ class ContextWriter:
             text = src.phrases[i].text
             for thm in sorted(src.cheats.get(i, ()), key=lambda t: -t.proof_span[0]):
                 text = text[:thm.proof_span[0]] + CHEAT + text[thm.proof_span[1]:]
-            out.append(text.strip("\n") + ";;\n")
+            out.append(_phrase_text(text))
         return "".join(out)
 
     def _write(self, path: Path, text: str) -> Path:
