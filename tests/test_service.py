@@ -96,6 +96,8 @@ def test_check_returns_verdicts_in_input_order(service):
 
 def test_health_and_metrics(service):
     request(service, "POST", "/check", [{"task_id": "fake.0", "proof": "ok"}])
+    # The pool answers as soon as one worker is up; the second may still be starting (it reports as it comes up).
+    assert service.pool.wait_ready(60), "the pool's second worker never came up"
     status, _, health = request(service, "GET", "/health")
     assert status == 200 and health["status"] == "ok" and health["workers_alive"] == 2
     status, _, metrics = request(service, "GET", "/metrics")
