@@ -494,7 +494,7 @@ LOADABLE = {
 
 
 @pytest.mark.prover
-@pytest.mark.slow  # its own HOL Light server on the task's base (a second load); not yet seen to pass: see the note
+@pytest.mark.slow  # its own HOL Light server on the task's base (a second load: 2-3 min idle, 17 min at load 10-20)
 def test_imported_tasks_check_on_hol_light(tmp_path: Path):
     """Reference OK, ALL_TAC FAIL, CHEAT_TAC CHEATING on the real prover: the contexts (cheated pieces,
     a needs-loaded file, an anonymous proof that would fail) load on the base the task names, and a
