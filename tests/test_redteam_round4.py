@@ -139,8 +139,6 @@ def test_two_versions_of_a_task_with_one_id_do_not_share_an_allow_list():
 
 @pytest.mark.prover
 @requires_coq
-@pytest.mark.xfail(strict=True, reason="open: a context loaded from the isolation cache names its constants "
-                   "PGIso.C<key>.x, so an honest proof that writes Top.x fails there and is OK without the cache")
 def test_a_proof_naming_a_context_lemma_by_its_top_name_has_the_uncached_verdict(tmp_path: Path):
     """Fairness: `exact Top.f1` (the replayed context's full name of its own lemma) must not FAIL only because the
     context came from the cache."""
@@ -151,7 +149,15 @@ def test_a_proof_naming_a_context_lemma_by_its_top_name_has_the_uncached_verdict
     with CoqVerifier(audit="never", isolation_cache=False) as plain:
         assert plain.check(task, task.reference_proof).verdict is Verdict.OK
     with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as cached:
-        assert cached.check(task, task.reference_proof).verdict is Verdict.OK
+        assert cached.check(task, "Proof. exact f1. Qed.").verdict is Verdict.OK
+        assert cached.isolation.stats["builds"] + cached.isolation.stats["hits"] >= 1, "the context was cached"
+        assert cached.check(task, task.reference_proof).verdict is Verdict.OK  # a replayed session of its own
+        assert cached.check(task, "Proof. exact f1. Qed.").verdict is Verdict.OK  # the cached one still serves
+        # The replayed session keeps every rule: an axiom of the context named by its Top. name is still refused.
+        axiom = _task("top_axiom", F + "Axiom f1 : f 1 = 1.\n", "Lemma t : f 1 = 1.", "Proof. reflexivity. Qed.",
+                      allowed_axioms=[])
+        result = cached.check(axiom, "Proof. exact Top.f1. Qed.")
+        assert result.verdict is Verdict.CHEATING and "f1" in " ".join(result.reasons), result
 
 
 def test_the_verdict_cache_key_covers_what_decides_a_verdict():

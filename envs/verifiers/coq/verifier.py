@@ -211,6 +211,7 @@ class CoqVerifier(ProverVerifier):
             env=self.prover_env(), build_timeout_s=cfg.context_timeout_s)
         self._root = Path(tempfile.mkdtemp(prefix="proofgym-coq-"))
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._replay = False  # this check runs on replayed sessions only (see _check)
         self._allowed_cache: dict[str, frozenset[str]] = {}
         self._baseline_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._oks_per_context: dict[str, int] = {}
@@ -266,6 +267,16 @@ class CoqVerifier(ProverVerifier):
             category = ErrorCategory.CHEATING if verdict is Verdict.CHEATING else ErrorCategory.SYNTAX
             return CheckResult(verdict, tuple(exc.reasons), tuple(exc.messages), error_category=category,
                                backend="precheck")
+        # A context loaded from the isolation cache names its constants after the cache's module, so a check
+        # whose statement or proof writes a `Top.` name runs on a replayed session, as without the cache
+        # (red team round 4: `exact Top.f1` was FAIL with the cache and OK without).
+        self._replay = self.isolation is not None and _NAMES_TOP.search(task.statement + "\n" + proof) is not None
+        try:
+            return self._checked(task, normalized, audit)
+        finally:
+            self._replay = False
+
+    def _checked(self, task: Task, normalized: NormalizedProof, audit: bool | None) -> CheckResult:
         name = lemma_name(task.statement)
         notes = tuple(f"normalised: {n}" for n in normalized.notes)
 
@@ -336,22 +347,25 @@ class CoqVerifier(ProverVerifier):
                                                  for r in normalized.requires])
 
     def _session(self, context: str) -> _Session:
-        session = self._sessions.get(context)
+        # Replayed sessions (see _check) are kept apart from sessions that may have loaded the isolation cache:
+        # their keys carry a prefix no context text starts with, so neither kind extends the other.
+        wanted = _REPLAYED + context if self._replay else context
+        session = self._sessions.get(wanted)
         if session is not None and not session.ide.closed:
-            self._sessions.move_to_end(context)
+            self._sessions.move_to_end(wanted)
             self.stats["session_reuse"] += 1
             return session
         if session is not None:
-            del self._sessions[context]
+            del self._sessions[wanted]
         # Extend a warm session whose context is a prefix of this one (tasks from one file).
         for key, cand in list(self._sessions.items()):
-            if cand.ide.closed or not context.startswith(key):
+            if cand.ide.closed or not wanted.startswith(key):
                 continue
             try:
-                extra = split_sentences(context[len(key):])
+                extra = split_sentences(wanted[len(key):])
             except CoqLexError:
                 break
-            if key and not key[-1].isspace() and context[len(key):][:1] not in ("", " ", "\n", "\t"):
+            if key and not key[-1].isspace() and wanted[len(key):][:1] not in ("", " ", "\n", "\t"):
                 continue
             try:
                 state, loaded = self.load_context(cand.ide, cand.base, extra)
@@ -359,7 +373,7 @@ class CoqVerifier(ProverVerifier):
                 cand.base = state
                 cand.context = context
                 cand.loaded |= loaded
-                self._sessions[context] = cand
+                self._sessions[wanted] = cand
                 self.stats["session_reuse"] += 1
                 return cand
             except ContextLoadError:
@@ -386,7 +400,7 @@ class CoqVerifier(ProverVerifier):
             self.stats["sessions_started"] += 1
             return ide
 
-        isolated = None if self.isolation is None else isolation.load_isolated(
+        isolated = None if self.isolation is None or self._replay else isolation.load_isolated(
             self.isolation, context, self._root, start, self.load_context)
         if isolated is not None:
             ide, state, loaded = isolated
@@ -398,7 +412,7 @@ class CoqVerifier(ProverVerifier):
                 ide.kill()
                 raise
         session = _Session(context, ide, state, loaded, workdir, len(sentences))
-        self._sessions[context] = session
+        self._sessions[wanted] = session
         return session
 
     def load_context(self, ide: IdeTop, state: int, sentences: list[Sentence]) -> tuple[int, set[str]]:
@@ -918,6 +932,12 @@ def _defined_at_or_after(qualid: str) -> frozenset[str] | None:
 #: How ``coqc`` names the audit file's own constants, and how the warm session names them.
 _AUDIT_PREFIX = "PG.ProofgymSubmission."
 _SESSION_PREFIX = "Top."
+
+
+#: A qualified name under the toplevel module, as a statement or proof may write a context's constant.
+_NAMES_TOP = re.compile(r"(?<![\w'.])Top\.")
+#: The key prefix of a replayed session in ``CoqVerifier._sessions`` (a NUL: no context text starts with one).
+_REPLAYED = "\x00replayed\x00"
 
 
 def _session_name(full: str) -> str:
