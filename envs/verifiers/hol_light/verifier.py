@@ -561,11 +561,17 @@ class HolLightServer:
 
         A zygote with attempts running is never evicted: the budget may be exceeded while busy.
         """
-        sizes = self.stats()
+        # The sizes recorded at load are read again only near the budget, where growth since (a zygote's
+        # minor heap, 32 MB, is copied on its first writes) can decide an eviction: no extra request to
+        # the root on every load (it may be sweeping what a hostile context left).
         with self._state_lock:
-            for key in self.zygotes:
-                if key in sizes:
-                    self.zygotes[key] = zygote_bytes(*sizes[key])
+            near = 4 * sum(self.zygotes.values()) > 3 * budget_bytes
+        if near:
+            sizes = self.stats()
+            with self._state_lock:
+                for key in self.zygotes:
+                    if key in sizes:
+                        self.zygotes[key] = zygote_bytes(*sizes[key])
         evicted = 0
         while True:
             with self._state_lock:
