@@ -132,6 +132,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def seeded_sample(tasks: Any, per_category: int, seed: int) -> list[Any]:
+    """A fixed draw of ``per_category`` tasks from each category, the same on every run (tests that check a
+    sample of a built suite in ``make test``; the whole suite is the slow tier's or the builder's)."""
+    import random
+
+    rng = random.Random(seed)
+    by_category: dict[str, list[Any]] = {}
+    for task in sorted(tasks, key=lambda t: t.id):
+        by_category.setdefault(task.category, []).append(task)
+    return [t for cat in sorted(by_category) for t in rng.sample(by_category[cat], min(per_category,
+                                                                                        len(by_category[cat])))]
+
+
 @pytest.fixture(scope="session")
 def tiny_suite() -> Path:
     return DATA / "tiny_suite.jsonl"

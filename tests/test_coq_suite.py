@@ -10,7 +10,6 @@ one), the same sample is drawn from it, so its tasks are checked as built.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from proofgym.envs.tasks.suites import load_tasks, suite_dir
 from proofgym.envs.types import Verdict
 from proofgym.training.evaluate import ReferenceAgent, run_eval
-from tests.conftest import requires_coq
+from tests.conftest import requires_coq, seeded_sample
 
 pytestmark = [pytest.mark.prover, requires_coq]
 
@@ -37,12 +36,7 @@ def sampled(tmp_path_factory):
 
 
 def _sample(tasks):
-    rng = random.Random(SEED)
-    by_category: dict[str, list] = {}
-    for task in sorted(tasks, key=lambda t: t.id):
-        by_category.setdefault(task.category, []).append(task)
-    return [t for cat in sorted(by_category) for t in rng.sample(by_category[cat], min(PER_CATEGORY,
-                                                                                        len(by_category[cat])))]
+    return seeded_sample(tasks, PER_CATEGORY, SEED)
 
 
 def test_suite_follows_selene_sampling(sampled):

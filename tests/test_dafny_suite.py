@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from proofgym.envs.tasks.dafny_nl import CATEGORIES, DATA_PATH, SKILLFORGE_SPLIT, build_tasks, validate
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import Verdict
+from tests.conftest import seeded_sample
 from tests.test_dafny_common import dafny_verifier, requires_dafny
 
 
@@ -37,21 +37,11 @@ def test_difficulty_split_follows_skillforge() -> None:
         assert abs(counts[category] / total - n / want_total) < 0.03, (category, counts)
 
 
-def _seeded_sample(tasks, per_category: int = 4, seed: int = 0):
-    """A fixed sample of each category, the same on every run (the whole suite is the slow tier's)."""
-    rng = random.Random(seed)
-    by_category: dict[str, list] = {}
-    for task in sorted(tasks, key=lambda t: t.id):
-        by_category.setdefault(task.category, []).append(task)
-    return [t for cat in sorted(by_category) for t in rng.sample(by_category[cat], min(per_category,
-                                                                                        len(by_category[cat])))]
-
-
 @pytest.mark.prover
 @requires_dafny
 def test_a_seeded_sample_of_each_category_validates_itself() -> None:
     """Reference OK and its ``assume false`` variant CHEATING, for a seeded sample of every category."""
-    tasks = _seeded_sample(build_tasks())
+    tasks = seeded_sample(build_tasks(), per_category=4, seed=0)
     assert {t.category for t in tasks} == set(CATEGORIES)
     report = validate(tasks, dafny_verifier())
     assert not report.failures, report.render()
