@@ -56,6 +56,7 @@ import gymnasium as gym
 import proofgym  # noqa: F401 - registers the envs
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.systems import wired_systems
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers import base
 from proofgym.envs.verifiers.pool import LocalVerifierPool, routing_key
@@ -820,7 +821,7 @@ def build_rows(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
             notes.setdefault("skipped", []).append(f"{suite}: {exc}")
     if not any(t.system == "hol_light" for t in pool_of_others):
         pool_of_others += HOL_LIGHT_TASKS
-    for system in sorted(set(base._VERIFIERS) - {"coq"}):
+    for system in [s for s in wired_systems() if s != "coq"]:
         others = [t for t in pool_of_others if t.system == system and t.reference_proof]
         if not others:
             notes.setdefault("skipped", []).append(f"{system}: no {system} tasks given (--others)")
