@@ -228,3 +228,32 @@ def test_equivalence_vr_and_er_are_reported_apart() -> None:
     assert eq.status == "equivalent" and "ensures PG_Cand.MaxF(a, b) == PG_Ref.MaxF(a, b)" in eq.program
     assert verifier.check_equivalence(search, search.reference_proof.replace("return i;", "return -1;")).status \
         == "unverified"
+
+
+@pytest.mark.prover
+@requires_dafny
+def test_a_server_that_dies_once_under_the_symbols_request_costs_a_retry_not_a_verdict(monkeypatch):
+    """Fairness: the warm server dying under the declarations request (its own CPU limit over its life, seen
+    under xdist load) made an honest program ERROR ("does not resolve"); a fresh server now answers, and a
+    deadline there is TIMEOUT."""
+    from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
+
+    verifier = dafny_verifier()
+    task, honest = ABS, ABS.reference_proof
+    real = verifier._server_request  # noqa: SLF001 - the fault is injected at the server boundary
+    failures: list[type[Exception]] = []
+
+    def flaky(verb: str, *args, **kwargs):
+        if verb == "symbols" and failures:
+            raise failures.pop(0)("injected")
+        return real(verb, *args, **kwargs)
+
+    assert verifier.check(task, honest).verdict is Verdict.OK  # the task's own anchor is read (and kept) first
+    monkeypatch.setattr(verifier, "_server_request", flaky)
+    failures[:] = [ProcessDied]
+    assert verifier.check(task, honest).verdict is Verdict.OK
+    failures[:] = [DeadlinePassed]
+    result = verifier.check(task, honest)
+    assert result.verdict is Verdict.TIMEOUT and result.error_category is ErrorCategory.TIMEOUT, result
+    failures[:] = [ProcessDied, ProcessDied]  # it dies again on a fresh server: the program is not read
+    assert verifier.check(task, honest).verdict is Verdict.ERROR

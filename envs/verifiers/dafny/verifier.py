@@ -368,7 +368,12 @@ class DafnyVerifier(ProverVerifier):
         # as one), classified before anything is verified: what may lack a body gets {:axiom}, so that
         # /noCheating:1 holds the rest of the program -- the submission's declarations -- to the same
         # rule whatever the task's context trusts.
-        symbols = self._server_symbols(program, task.timeout_s)
+        try:
+            symbols = self._server_symbols(program, task.timeout_s)
+        except DeadlinePassed:  # no verdict within the deadline, which says nothing against the program
+            self.stats["outer_kills"] += 1
+            return CheckResult(Verdict.TIMEOUT, ("Dafny did not read the program's declarations within the deadline",),
+                               error_category=ErrorCategory.TIMEOUT, backend="server")
         decls = classify_declarations(anchor, tokens, symbols, trusted) if symbols is not None else None
         no_cheating = self.config.no_cheating and not anchor.unmarkable_assumptions
         judged, inserted = mark_axioms(program, decls.marks if decls is not None and no_cheating else ())
@@ -564,11 +569,22 @@ class DafnyVerifier(ProverVerifier):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _server_symbols(self, program: str, timeout_s: float) -> list[Symbol] | None:
+        """Dafny's view of the program's declarations, or None when it does not parse or resolve.
+
+        Raises:
+            DeadlinePassed: Dafny did not answer within the check's deadline (the caller's TIMEOUT).
+        """
+        args, wall_s = self._symbol_args(timeout_s), self._wall_s(timeout_s) + self.config.grace_s
         try:
-            text = self._server_request("symbols", program, self._symbol_args(timeout_s),
-                                        self._wall_s(timeout_s) + self.config.grace_s, fatal_ok=True)
-        except (DeadlinePassed, ProcessDied):
-            return None
+            text = self._server_request("symbols", program, args, wall_s, fatal_ok=True)
+        except ProcessDied:
+            # The server died under this request: one of its own limits (its CPU over its life), or this
+            # program. A fresh server tells which: a program that kills it again does not resolve (ERROR).
+            self.stats["server_fallbacks"] += 1
+            try:
+                text = self._server_request("symbols", program, args, wall_s, fatal_ok=True)
+            except ProcessDied:
+                return None
         symbols = parse_symbols(text)
         if symbols is not None and not symbols and parse_output(text, filename=self.config.filename).errors:
             return None  # it does not parse or resolve
