@@ -272,12 +272,22 @@ def read_offline_run(run_dir: str | Path, wait_s: float = 60.0) -> dict[str, Any
     if not files:
         raise FileNotFoundError(f"no .wandb file in {run_dir}")
     deadline = time.monotonic() + wait_s
+    from google.protobuf.message import DecodeError
+
     while True:
         records = []
-        for raw in _records(files[0]):
-            record = pb.Record()
-            record.ParseFromString(raw)
-            records.append(record)
+        try:
+            for raw in _records(files[0]):
+                record = pb.Record()
+                record.ParseFromString(raw)
+                records.append(record)
+        except DecodeError:
+            # W&B's writer may still be appending (a record read half-written on a busy machine): read again,
+            # and raise only if the file still does not read at the deadline.
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+            continue
         finished = any(r.WhichOneof("record_type") == "exit" for r in records)
         if finished or time.monotonic() >= deadline:
             break
