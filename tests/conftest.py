@@ -85,6 +85,7 @@ def _unit_of(nodeid: str) -> str:
     return "hol-light" if path.rsplit("/", 1)[-1] in HOL_SERVER_FILES else path
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist (TEST_WORKERS=0)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with the HOL Light files as one unit (xdist 3.8's ``loadgroup`` cannot be used:
     it renames ``item._nodeid``, which pytest 9 no longer reads)."""
