@@ -98,6 +98,14 @@ def test_theorem_forms_of_the_bench():
     assert thm.goal == "`a (* not a comment *)`" and thm.proof == "REWRITE_TAC[]"
 
 
+def _past_string(source: str, i: int) -> int:
+    """The index after the OCaml string literal that opens at ``source[i]`` (a backslash escapes one character)."""
+    i += 1
+    while i < len(source) and source[i] != '"':
+        i += 2 if source[i] == "\\" else 1
+    return i + 1
+
+
 def _char_by_char_split(source: str) -> list[lexer.Phrase]:
     """The plain reading of OCaml's lexing rules, one character at a time: the oracle for the regex scanner."""
     phrases, i, n, start = [], 0, len(source), 0
@@ -112,18 +120,12 @@ def _char_by_char_split(source: str) -> list[lexer.Phrase]:
                     if depth == 0:
                         break
                 elif source[i] == '"':
-                    i += 1
-                    while i < n and source[i] != '"':
-                        i += 2 if source[i] == "\\" else 1
-                    i += 1
+                    i = _past_string(source, i)
                 else:
                     i += 1
             continue
         if source[i] == '"':
-            i += 1
-            while i < n and source[i] != '"':
-                i += 2 if source[i] == "\\" else 1
-            i += 1
+            i = _past_string(source, i)
             continue
         if source[i] == "`":
             j = source.find("`", i + 1)
