@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,25 @@ def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool):
     assert all(len(pids) == 1 for pids in by_context.values()), "a context must stay on its warm worker"
     broken = pool.check_batch([(fake_task(9), "raise")])[0]
     assert broken.harness_failure and broken.error_kind == "verifier" and broken.reward() is None
+
+
+def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):
+    """The default is the local engine's (spill_at=0, where the Ray engine had 2), in the driver and in the actor's
+    pool: a GRPO-shaped batch (checks grouped by context, a load 100x a warm check) loads each context once on the
+    node, with both of the actor's workers working (test_pool's test of the same batch on the local engine)."""
+    requests = [(f"{c}/{k}", fake_task(4 * c + k, context=f"ctx{c}"), "load:1.0:0.01") for c in range(4) for k in range(4)]
+    pool = RayVerifierPool(("coq",), workers_per_actor=2, verifier_factory=FakeVerifier, verdict_cache=0)
+    try:
+        assert pool.spill_at == 0
+        results = pool.check_batch(requests)
+        actor = pool.stats()["per_actor"][0]
+    finally:
+        pool.close()
+    assert actor["spill_at"] == 0, actor
+    cold = Counter(r.request_id.split("/")[0] for r in results if r.result.messages[1] == "cold")
+    assert cold == Counter({str(c): 1 for c in range(4)}), cold
+    assert actor["context_loads"] == 4, actor
+    assert len({r.result.messages[0] for r in results}) == 2, "both workers should have worked"
 
 
 def test_ray_actor_killed_mid_check_is_retried_once(fake_ray_pool):

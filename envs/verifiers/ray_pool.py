@@ -4,7 +4,9 @@ Why this shape: a context is warm in a process, so it must stay on one machine; 
 (node, system) owns that machine's warm verifier processes (a :class:`LocalVerifierPool`, which
 already routes by context inside the node, retries a check whose worker died, and restarts
 workers). The driver routes each check to an actor by the same context key, so a context stays on
-the node that has it warm, and spills to an idle actor only when the warm ones are saturated.
+the node that has it warm, and spills to an idle actor only when the warm ones are saturated. Inside a node,
+the actor's local pool schedules as the local engine does by default (``spill_at=0``: an idle worker takes a
+queued check by what its context's load would cost, see :meth:`LocalVerifierPool._next_job`).
 
 The interface is :class:`~proofgym.envs.verifiers.pool.VerifierPool`'s: the same ``submit``,
 ``imap_unordered``, ``check_many``, ``check_batch`` and ``as_verifier`` as the local engine, so
@@ -112,7 +114,7 @@ class VerifierActor:
         return await asyncio.wrap_future(self.pool.submit(task, proof, request_id=request_id, block=False))
 
     def stats(self) -> dict[str, Any]:
-        return {**self.pool.stats(), "pid": os.getpid()}
+        return {**self.pool.stats(), "pid": os.getpid(), "spill_at": self.pool.spill_at}
 
     def shutdown(self) -> bool:
         self.pool.close()
@@ -157,6 +159,12 @@ class _RayJob:
 #: How long a check waits for a restarting actor before it is a harness failure.
 UNAVAILABLE_GRACE_S = 300.0
 
+#: Across nodes, with ``spill_at=0``: the driver sends a context's checks to the actor that has it warm until
+#: that actor holds this many per worker, then to an idle actor. The driver has no queue of its own to take
+#: from at idle time (each check goes to an actor when it is submitted), so this is the one rule left at
+#: submit time; inside the node, the actor's pool decides at idle time.
+DRIVER_SPILL_PER_WORKER = 2
+
 
 class RayVerifierPool(VerifierPool):
     """:class:`VerifierPool` on Ray actors; see the module docstring.
@@ -170,6 +178,10 @@ class RayVerifierPool(VerifierPool):
         verifier_kwargs, system_kwargs, verifier_factory: As for :class:`LocalVerifierPool`.
         max_pending: Most unfinished checks before :meth:`submit` blocks (default 4 per worker process).
         max_retries: Times a check is sent again after its actor died under it.
+        spill_at: As for :class:`LocalVerifierPool`, in each actor's pool: 0 (the default, the local engine's)
+            decides where a check runs when a worker is idle; N > 0 adds the spill at submit. Across nodes the
+            driver spills a warm actor's checks to an idle actor once it holds ``spill_at`` (0:
+            :data:`DRIVER_SPILL_PER_WORKER`) checks per worker.
         actor_num_cpus: CPUs each actor reserves in Ray's scheduler. The default 0 lets a trainer on
             the same cluster keep its reservations; set it to ``workers_per_actor`` on verifier-only nodes.
         nodes: Node ids to use (default: every alive node with CPUs).
@@ -192,7 +204,7 @@ class RayVerifierPool(VerifierPool):
         verifier_factory: VerifierFactory | str | None = None,
         max_pending: int | None = None,
         max_retries: int = 1,
-        spill_at: int = 2,
+        spill_at: int = 0,
         actor_num_cpus: float = 0,
         nodes: Iterable[str] | None = None,
         start_timeout_s: float = 300.0,
@@ -222,7 +234,7 @@ class RayVerifierPool(VerifierPool):
         self._measure_cpu = bool(measure_cpu)
         self._context_allowance_s = float(context_allowance_s)
         self.max_retries = int(max_retries)
-        self.spill_at = max(1, int(spill_at))
+        self.spill_at = max(0, int(spill_at))
         self._actor_num_cpus = actor_num_cpus
         self._lock = threading.RLock()
         self._actors: dict[str, list[_Actor]] = {}
@@ -276,7 +288,7 @@ class RayVerifierPool(VerifierPool):
         if warm:
             self._affinity.move_to_end(key)
             best = min(warm, key=lambda a: a.load / a.workers)
-            if best.load < self.spill_at * best.workers:
+            if best.load < (self.spill_at or DRIVER_SPILL_PER_WORKER) * best.workers:
                 return best
             idle = [a for a in actors if a.load == 0 and a not in warm]
             if not idle:
