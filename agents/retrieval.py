@@ -346,6 +346,9 @@ def _source_roots(tasks: Sequence[Task], source_root: str | Path | None) -> list
             from proofgym.envs.tasks.coq_extract import stdlib_root
 
             roots.append(stdlib_root())
+            # An installed library's suite (coq-stdpp: metadata.file ``stdpp/list.v``) names its
+            # files under user-contrib; a suite built since carries metadata.source_path too.
+            roots.append(stdlib_root().parent / "user-contrib")
         except Exception:  # noqa: BLE001 - no coqc here: files resolve against other roots or not at all
             pass
     return roots

@@ -304,7 +304,7 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from proofgym.envs.tasks import coq_project
 
-    out = tmp_path / "coq-proj.jsonl"
+    out = tmp_path / "suites" / "coq-proj.jsonl"  # a folder not made yet, as in a fresh cache
     options = {"out": out, "counts": {"P1": 2, "P2": 5, "P3": 5}, "workers": 1, "progress": False, "seed": 3,
                "round_size": 2}
     # Stopped (Ctrl-C) during its second round: the suite holds the first round's validated tasks...
@@ -335,6 +335,8 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     assert data["coq_args"] == ["-R", str(project_dir / "theories"), "Proj"]
     kept = [json.loads(line) for line in out.read_text().splitlines()]
     assert {t["suite"] for t in kept} == {"coq-proj"} and all(t["metadata"]["allowed_axioms"] == [] for t in kept)
+    # Each task names its source file, which retrieval (Selene's sim/dep) reads.
+    assert {Path(t["metadata"]["source_path"]).parent for t in kept} == {project_dir / "theories"}
     assert report.render().startswith("suite coq-proj: 4 tasks")
     # Another sample (another seed) does not reuse the ledger of this one.
     assert coq_project._read_ledger(out.with_suffix(".validation.jsonl"), {"seed": 4}) == []

@@ -10,7 +10,12 @@ from proofgym.agents import ScriptedAgent
 from proofgym.agents.prompts import selene as prompts
 from proofgym.agents.retrieval import SourceLibrary, code_tokens, split_chunks
 from proofgym.agents.strategies import make_strategy
-from proofgym.agents.strategies.selene import UPPER_BOUND_NOTE, SeleneStrategy, select_demonstrations
+from proofgym.agents.strategies.selene import (
+    UPPER_BOUND_NOTE,
+    SeleneStrategy,
+    sample_per_category,
+    select_demonstrations,
+)
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import Task
@@ -181,6 +186,24 @@ def test_retry_ablation_and_no_fix(tmp_path):
     assert none.max_attempts == 1 and "fix@1" not in none.per_category["all"]
 
 
+def test_a_seeded_sample_per_category_is_evaluated_after_the_demonstrations_are_drawn(tmp_path):
+    tasks = _suite(n_per_cat=9)
+    _, _, targets = select_demonstrations(tasks, n=2, seed=0)  # 7 targets per category
+    chosen = sample_per_category(targets, 3, seed=0)
+    assert sorted(t.category for t in chosen) == ["P1"] * 3 + ["P2"] * 3
+    assert [t.id for t in sample_per_category(list(reversed(targets)), 3, seed=0)] == \
+        [t.id for t in reversed(chosen)]  # the draw does not depend on the order, only on the seed
+    assert {t.id for t in sample_per_category(targets, 3, seed=1)} != {t.id for t in chosen}
+    assert len(sample_per_category(targets, 50, seed=0)) == len(targets)  # a smaller category is taken whole
+    agent = ScriptedAgent({"*": "good"})
+    summary = run_eval(tasks, agent=agent, k=1, out=tmp_path / "r.jsonl", verifier=FAKE, progress=False,
+                       strategy=make_strategy("selene", n_demos=2, fix="none", per_category=3))
+    assert {r["task_id"] for r in read_results(tmp_path / "r.jsonl")} == {t.id for t in chosen}
+    assert summary.per_category["all"]["n"] == 6 and summary.per_category["P1"]["n"] == 3
+    with pytest.raises(ProofgymError, match="per_category"):
+        make_strategy("selene", per_category=-1)
+
+
 def test_dependency_augmentation_marks_the_run_as_an_upper_bound(tmp_path):
     summary = run_eval(_suite(), agent=ScriptedAgent({"*": "good"}), k=1, out=tmp_path / "r.jsonl", verifier=FAKE,
                        progress=False, strategy=make_strategy("selene", n_demos=2, dep=True, fix="none"))
@@ -229,3 +252,17 @@ def test_library_over_real_stdlib_sources_withholds_the_target():
     assert checked > 10
     uses = next(t for t in tasks if "app_nil_r" in t.reference_proof and not t.statement.startswith("Lemma app_nil_r"))
     assert any(f.name == "app_nil_r" for f in library.dependencies(uses))
+
+
+@pytest.mark.prover
+@requires_coq
+def test_library_of_an_installed_project_suite_reads_its_sources_under_user_contrib():
+    from proofgym.envs.tasks.coq_extract import stdlib_root
+
+    source = stdlib_root().parent / "user-contrib" / "stdpp" / "list.v"
+    if not source.is_file():
+        pytest.skip("stdpp is not installed: apt-get install -y libcoq-stdpp (scripts/setup.sh installs it)")
+    # A suite built before metadata.source_path names its file as stdpp/list.v, under user-contrib.
+    task = _task("coq.stdpp.list.x", "Lemma x : True.", "Proof. exact I. Qed.", file="stdpp/list.v")
+    library = SourceLibrary.from_tasks([task])
+    assert list(library.docs) == [str(source)] and "Lemma" in library.similar(task)

@@ -74,6 +74,19 @@ def select_demonstrations(tasks: Sequence[Task], n: int = 5, seed: int = 0
     return demos, shared, [t for t in tasks if t.id not in taken]
 
 
+def sample_per_category(tasks: Sequence[Task], n: int, seed: int = 0) -> list[Task]:
+    """A seeded draw of ``n`` tasks per category (all of a smaller one), in the order of ``tasks``.
+
+    Each category has its own generator, so one category's size does not change another's draw.
+    """
+    by_cat: dict[str, list[Task]] = defaultdict(list)
+    for task in sorted(tasks, key=lambda t: t.id):
+        by_cat[task.category].append(task)
+    chosen = {t.id for cat, pool in by_cat.items()
+              for t in (pool if len(pool) <= n else random.Random(f"selene:{seed}:eval:{cat}").sample(pool, n))}
+    return [t for t in tasks if t.id in chosen]
+
+
 class SeleneStrategy(Strategy):
     """Selene's prompting and repair (see the module docstring).
 
@@ -89,13 +102,17 @@ class SeleneStrategy(Strategy):
         source_root: Folder that ``metadata.file`` is relative to (default for Coq: the stdlib's).
         demos: A suite file of demonstrations instead of drawing them from the evaluated suite.
         seed: Seed of the draw.
+        per_category: Evaluate a seeded sample of this many tasks per category, drawn after the
+            demonstrations are taken out (0: every task). The demonstrations still come from the whole
+            suite, so a sample is a cheaper estimate of the same run, not a smaller suite.
     """
 
     name = "selene"
 
     def __init__(self, n_demos: int = 5, sim: bool = False, dep: bool = False, fix: str = "error",
                  fixing_demos: bool = True, sim_lines: int = 10, dep_lines: int = 5, max_facts: int = 6,
-                 source_root: str | None = None, demos: str | None = None, seed: int = 0) -> None:
+                 source_root: str | None = None, demos: str | None = None, seed: int = 0,
+                 per_category: int = 0) -> None:
         super().__init__()
         if fix not in FIX_MODES:
             raise ProofgymError(f"fix must be one of {', '.join(FIX_MODES)}, got {fix!r}")
@@ -103,6 +120,9 @@ class SeleneStrategy(Strategy):
         self.fixing_demos = _bool(fixing_demos)
         self.sim_lines, self.dep_lines, self.max_facts = int(sim_lines), int(dep_lines), int(max_facts)
         self.source_root, self.demos_file, self.seed = source_root, demos, int(seed)
+        self.per_category = int(per_category)
+        if self.per_category < 0:
+            raise ProofgymError(f"per_category must be >= 0 (0: every task), got {per_category!r}")
         self.max_attempts = 1 if fix == "none" else 2
         self.upper_bound = self.dep
         if self.dep:
@@ -134,6 +154,8 @@ class SeleneStrategy(Strategy):
             self.library = SourceLibrary.from_tasks([*tasks, *extra], source_root=self.source_root)
         if self.fix == "error" and self.fixing_demos:
             self.fixing = self._fixing_demonstrations(runtime)
+        if self.per_category:
+            remaining = sample_per_category(remaining, self.per_category, self.seed)
         return remaining
 
     def _all_demos(self) -> list[Task]:
@@ -218,7 +240,7 @@ class SeleneStrategy(Strategy):
             **super().describe(), "n_demos": self.n_demos, "sim": self.sim, "dep": self.dep, "fix": self.fix,
             "fixing_demos": self.fixing_demos, "sim_lines": self.sim_lines, "dep_lines": self.dep_lines,
             "max_facts": self.max_facts, "source_root": self.source_root, "demos": self.demos_file,
-            "seed": self.seed, "upper_bound": self.upper_bound,
+            "seed": self.seed, "upper_bound": self.upper_bound, "per_category": self.per_category,
         }
 
     def demo_ids(self) -> dict[str, list[str]]:

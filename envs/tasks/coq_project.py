@@ -322,10 +322,13 @@ def extract_project(project: CoqProject, *, progress: bool = False, include_long
     tasks, stats = extract_sources(project.sources, id_prefix=f"coq.{project.name}", stats=stats,
                                    progress=progress, include_long=include_long, suite=project.suite,
                                    timeout_s=timeout_s, description=f"extracting {project.name}")
-    by_file = {s.rel_path: s.logical for s in project.sources}
+    by_file = {s.rel_path: s for s in project.sources}
     out = []
     for task in tasks:
-        meta = {**task.metadata, "library": by_file[task.metadata["file"]], "project": project.name}
+        source = by_file[task.metadata["file"]]
+        # source_path: the .v file itself, for retrieval (Selene's sim/dep read the project's sources).
+        meta = {**task.metadata, "library": source.logical, "project": project.name,
+                "source_path": str(source.path)}
         if project.coq_args:
             meta["coq_args"] = list(project.coq_args)
         out.append(replace(task, metadata=meta))
@@ -453,6 +456,7 @@ def build_coq_project(
 
     start = time.monotonic()
     out = Path(out) if out else suite_dir() / f"{project.suite}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)  # a fresh cache has no suites/ folder yet (the ledger goes first)
     counts = dict(DEFAULT_SAMPLE_COUNTS if counts is None else counts)
     tasks, stats = extract_project(project, progress=progress)
     sampled = sample_suite(tasks, counts, seed=seed)
