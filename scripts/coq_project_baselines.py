@@ -25,6 +25,11 @@ Each file's first context load is timed and its prover's resident memory read: t
 context. A harness failure (a verifier or context that breaks) is counted on its own, never as
 a wrong answer, and left out of the rates. Rates come with Wilson 95% intervals.
 Output: a JSON summary (per category, per check, per context) and a markdown table row on stdout.
+
+``--from-eval RUN_DIR...`` writes the same table rows for ``proofgym eval`` runs instead (e.g. the
+local SmolLM2 model with ``--strategy selene``): ACC#1 per category with its Wilson interval, and
+for a run with a fixing round a second row, after fixing; the cost column is the run's wall time,
+tokens per evaluated task and checks per task (the fixing demonstrations' setup included).
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ def _sample(tasks: list, per_category: int, seed: int) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("suite", help="a built suite name (coq-stdpp, coq-stdlib, ...) or a .jsonl path")
+    p.add_argument("suite", nargs="?", help="a built suite name (coq-stdpp, coq-stdlib, ...) or a .jsonl path")
     p.add_argument("--agent", choices=["reference", "symbolic"], default="reference")
     p.add_argument("--per-category", type=int, default=0, help="check a seeded sample of N tasks per category "
                                                                "(default 0: every task)")
@@ -93,7 +98,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="symbolic: seconds for each candidate tactic (Coq's `timeout`; default 5, 0: none)")
     p.add_argument("--timeout-s", type=float, default=0, help="per-check budget (default: each task's own)")
     p.add_argument("--out", help="write the JSON summary here")
+    p.add_argument("--from-eval", nargs="+", metavar="RUN_DIR", help="print the table rows of these `proofgym eval` "
+                   "run dirs (their summary.json) instead of running a baseline")
     args = p.parse_args(argv)
+    if args.from_eval:
+        for run_dir in args.from_eval:
+            for row in eval_rows(json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))):
+                print(row)
+        return 0
+    if not args.suite:
+        p.error("a suite is needed (or --from-eval RUN_DIR...)")
 
     tasks = _sample(load_tasks(resolve_suite(args.suite)), args.per_category, args.seed)
     tasks.sort(key=lambda t: (str(t.metadata.get("file", "")), int(t.metadata.get("line", 0))))
@@ -176,6 +190,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {args.suite} | {args.agent} | {cells} | {_cell(ok_all, sum(_scored(v) for v in per_category.values()), summary['harness_failures'])} "
           f"| {summary['total_s']:.0f} s |")
     return 0
+
+
+def eval_rows(summary: dict) -> list[str]:
+    """Markdown rows of one ``proofgym eval`` summary: ACC#1 per category (and after fixing, when the run has
+    a fixing round), each with its Wilson interval, and the run's cost."""
+    cats = {c: v for c, v in summary["per_category"].items() if c != "all"}
+    n_all = summary["per_category"].get("all", {}).get("n", 0)
+    cost = summary.get("cost", {})
+    setup = cost.get("setup") or {}
+    tokens = (cost.get("total_tokens", 0) + setup.get("prompt_tokens", 0) + setup.get("completion_tokens", 0))
+    checks = cost.get("verifier_calls", 0) + setup.get("verifier_calls", 0)
+    per_task = max(1, n_all)
+    cost_cell = (f"{cost.get('run_wall_s', 0):.0f} s, {tokens / per_task:.0f} tok/task, "
+                 f"{checks / per_task:.1f} checks/task")
+    strategy = summary.get("strategy") or "plain"
+    label = f"{summary.get('model') or summary.get('agent')} {strategy}"
+    metrics = [("pass@1", "")] + ([("fix@1", " + fix")] if summary.get("max_attempts", 1) > 1 else [])
+    rows = []
+    for metric, suffix in metrics:
+        cells = []
+        for cat in sorted({"P1", "P2", "P3", *cats}):
+            v = cats.get(cat)
+            # One sample per task: the rate times n is the count of tasks solved.
+            cells.append(_cell(round(v.get(metric, 0.0) * v["n"]), v["n"], 0) if v else "-")
+        ok_all = sum(round(v.get(metric, 0.0) * v["n"]) for v in cats.values())
+        harness = summary.get("harness_failures", 0)
+        rows.append(f"| {summary.get('suite')} | {label}{suffix} | {' | '.join(cells)} | "
+                    f"{_cell(ok_all, n_all, harness)} | {cost_cell} |")
+    return rows
 
 
 def _scored(verdicts: Counter) -> int:

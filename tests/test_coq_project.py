@@ -176,6 +176,21 @@ def test_validation_order_keeps_every_prefix_stratified_by_category() -> None:
     assert [t.id for t in validation_order(tasks, seed=1)] != [t.id for t in order]
 
 
+def test_eval_runs_become_table_rows_with_wilson_intervals_and_their_cost() -> None:
+    script = _baselines_script()
+    summary = {"suite": "coq-stdpp", "model": "smollm2", "strategy": "selene", "max_attempts": 2,
+               "harness_failures": 0,
+               "per_category": {"P1": {"n": 4, "pass@1": 0.25, "fix@1": 0.5}, "P2": {"n": 2, "pass@1": 0.0, "fix@1": 0.0},
+                                "all": {"n": 6, "pass@1": 1 / 6, "fix@1": 2 / 6}},
+               "cost": {"total_tokens": 5000, "verifier_calls": 9, "run_wall_s": 120.4,
+                        "setup": {"prompt_tokens": 900, "completion_tokens": 100, "verifier_calls": 3}}}
+    first, fixed = script.eval_rows(summary)
+    assert first == ("| coq-stdpp | smollm2 selene | 1/4 = 25% [5%, 70%] | 0/2 = 0% [0%, 66%] | - | "
+                     "1/6 = 17% [3%, 56%] | 120 s, 1000 tok/task, 2.0 checks/task |")
+    assert fixed.startswith("| coq-stdpp | smollm2 selene + fix | 2/4 = 50% [15%, 85%] |")
+    assert len(script.eval_rows({**summary, "max_attempts": 1})) == 1  # no fixing round: one row
+
+
 def test_symbolic_candidates_are_bounded_by_coqs_timeout() -> None:
     proof = SymbolicAgent("coq", tactics=("auto.", "lia."), candidate_timeout_s=3).whole_proof()
     assert proof == "Proof. intros; first [ solve [timeout 3 auto] | solve [timeout 3 lia] ]. Qed."
