@@ -1,8 +1,17 @@
 """Hammer-style symbolic baselines: no model, only the provers' own automation.
 
 Coq: CoqHammer's ``sauto`` (and ``hammer``, whose failures cost ~46 s, so it is off
-by default) need the verifier's ``prelude=HAMMER_PRELUDE``; plain-Coq automation
-(``auto``, ``intuition``, ``congruence``, ``firstorder``) needs nothing.
+by default) need CoqHammer loaded: the verifier's ``prelude=HAMMER_PRELUDE`` (before the
+context), or :func:`with_hammer_postlude` (after it); plain-Coq automation (``auto``,
+``intuition``, ``congruence``, ``firstorder``) needs nothing.
+
+Before or after the context. Imported before a project's own sources, CoqHammer changes
+how their proofs run: in front of stdpp's ``fin_maps.v`` (under plain ``coqc`` too)
+``elem_of_list_to_map_1'`` fails with "Incorrect number of goals", so that file's later
+lemmas are missing and every task whose context goes past it "does not load". Loaded
+after the context it changes nothing the context states, so a project suite (coq-stdpp,
+coq-iris, coq-mathcomp) loads it there. The price: each task's context is its own (a
+file's warm session cannot be extended from one lemma to the next).
 HOL Light: ``MESON_TAC[]``, ``ARITH_TAC``, ``ASM_MESON_TAC[]``.
 
 In ``WholeProof-v0`` the agent submits one proof that tries the candidates in turn.
@@ -19,11 +28,27 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
+
+from proofgym.envs.types import Task
 
 COQ_PLAIN = ("auto.", "intuition.", "congruence.", "firstorder.", "trivial.")
 COQ_HAMMER = ("sauto.",)
 HOL_LIGHT = ("MESON_TAC[]", "ARITH_TAC", "ASM_MESON_TAC[]")
+#: Appended to a Coq task's context to load CoqHammer's tactics (``sauto``...) and Lia after it.
+HAMMER_POSTLUDE = "From Hammer Require Import Tactics.\nFrom Coq Require Import Lia.\n"
+
+
+def with_hammer_postlude(task: Task) -> Task:
+    """``task`` with CoqHammer's tactics and Lia loaded after its context (the context itself unchanged).
+
+    A task of another system, or one whose context already ends with the postlude, is returned as it is.
+    """
+    if task.system != "coq" or task.context.endswith(HAMMER_POSTLUDE):
+        return task
+    sep = "" if not task.context or task.context.endswith("\n") else "\n"
+    return replace(task, context=task.context + sep + HAMMER_POSTLUDE)
 
 
 class SymbolicAgent:
@@ -31,7 +56,7 @@ class SymbolicAgent:
 
     Args:
         system: ``coq`` or ``hol_light`` (the observation's ``system`` wins when present).
-        hammer: Use CoqHammer tactics (the verifier must load ``HAMMER_PRELUDE``).
+        hammer: Use CoqHammer tactics (CoqHammer must be loaded: ``HAMMER_PRELUDE`` or :func:`with_hammer_postlude`).
         full_hammer: Also try ``hammer.`` (slow when it fails).
         tactics: Replace the default candidate list.
         candidate_timeout_s: Coq: wrap each candidate in ``timeout N`` (0: no bound of its own).

@@ -45,19 +45,17 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from proofgym.agents.symbolic import COQ_HAMMER, SymbolicAgent
+from proofgym.agents.symbolic import COQ_HAMMER, HAMMER_POSTLUDE, SymbolicAgent
+from proofgym.agents.symbolic import with_hammer_postlude as with_hammer
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.tasks.coq_project import suite_load_path
 from proofgym.envs.tasks.suites import load_tasks, resolve_suite
-from proofgym.envs.types import Task
 from proofgym.envs.verifiers.coq import CoqVerifier
 from proofgym.envs.verifiers.procfs import rss_bytes
 
 #: The symbolic candidates, cheapest first (a solved goal stops the search): plain Coq automation,
 #: lia, then CoqHammer's sauto.
 SYMBOLIC_TACTICS = ("trivial.", "auto.", "congruence.", "lia.", "intuition.", "firstorder.", *COQ_HAMMER)
-#: Appended to each task's context for the symbolic agent (see the module docstring for why after it).
-HAMMER_POSTLUDE = "From Hammer Require Import Tactics.\nFrom Coq Require Import Lia.\n"
 
 
 def wilson(ok: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
@@ -68,12 +66,6 @@ def wilson(ok: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)
-
-
-def with_hammer(task: Task) -> Task:
-    """``task`` with CoqHammer's tactics and Lia loaded after its context (the context itself unchanged)."""
-    sep = "" if not task.context or task.context.endswith("\n") else "\n"
-    return replace(task, context=task.context + sep + HAMMER_POSTLUDE)
 
 
 def _sample(tasks: list, per_category: int, seed: int) -> list:

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from proofgym.agents.strategies.cobblestone import Cobblestone, CobblestoneConfig
-from proofgym.agents.symbolic import SymbolicAgent
+from proofgym.agents.symbolic import HAMMER_POSTLUDE, SymbolicAgent
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers.coq import HAMMER_PRELUDE, CoqVerifier
 from tests.conftest import requires_coq
@@ -91,3 +91,27 @@ def test_hammer_first_on_the_whole_goal_and_at_the_hole():
         assert report.solved and report.solved_by == "recursion" and report.result.audited
         assert report.hammer_calls == 2 and "sauto" in report.proof and "discriminate" not in report.proof
         assert not [o for o in agent.seen if o["task_id"].endswith("#hole")]  # hammer came first at the hole
+
+
+def _hammer_installed() -> bool:
+    try:
+        from proofgym.envs.tasks.coq_project import user_contrib
+
+        return (user_contrib() / "Hammer" / "Tactics" / "Tactics.vo").is_file()
+    except Exception:  # noqa: BLE001 - no coqc: requires_coq says why
+        return False
+
+
+@pytest.mark.skipif(not _hammer_installed(), reason="CoqHammer is not installed: apt-get install -y coq-hammer "
+                                                    "(scripts/setup.sh)")
+def test_hammer_after_the_context_runs_sauto_on_a_verifier_without_the_prelude(coq_verifier):
+    # coq_verifier loads no prelude: sauto is unknown there, so the hammer finds nothing...
+    agent = Scripted("Proof. exact I. Qed.", "Proof. exact I. Qed.")
+    plain = Cobblestone(coq_verifier, agent, CobblestoneConfig(samples=1, invocations=1)).solve(SPLIT)
+    assert not plain.solved and plain.hammer_calls >= 1
+    # ...and with CoqHammer loaded after the task's context, the same search is solved by it.
+    config = CobblestoneConfig(samples=1, invocations=1, hammer_after_context=True)
+    report = Cobblestone(coq_verifier, agent, config).solve(SPLIT)
+    assert report.solved and report.solved_by == "hammer" and "sauto" in report.proof
+    assert report.result.verdict is Verdict.OK and report.samples_used == 0
+    assert HAMMER_POSTLUDE not in SPLIT.context  # the task itself is unchanged

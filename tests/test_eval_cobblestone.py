@@ -38,6 +38,20 @@ def test_cobblestone_is_an_eval_strategy_with_its_options():
         strategy.prepare([DAFNY], None)
 
 
+def test_hammer_after_context_makes_the_evaluated_tasks_load_coqhammer_after_their_context():
+    from proofgym.agents.symbolic import HAMMER_POSTLUDE, with_hammer_postlude
+
+    task = Task(id="c", system="coq", context="Require Import List.", statement=SPLIT.statement,
+                reference_proof=SPLIT.reference_proof, category="P2")
+    (loaded,) = make_strategy("cobblestone", hammer_after_context="true").prepare([task], None)
+    assert loaded.context == "Require Import List.\n" + HAMMER_POSTLUDE  # after the context, never before it
+    assert with_hammer_postlude(loaded) == loaded and with_hammer_postlude(DAFNY) == DAFNY
+    assert make_strategy("cobblestone").prepare([task], None) == [task]  # off by default
+    assert make_strategy("cobblestone", hammer_after_context=True).describe()["hammer_after_context"] is True
+    with pytest.raises(ProofgymError, match="true or false"):
+        make_strategy("cobblestone", hammer_after_context="maybe")
+
+
 @pytest.mark.prover
 @requires_coq
 def test_eval_cobblestone_repairs_a_broken_subgoal_by_recursion_on_coq(tmp_path):

@@ -18,6 +18,11 @@ Both systems run the same search through a small backend: Coq works on sentences
 (a hole is focused with ``{`` and filled with a braced block), HOL Light on tactic
 expressions (a hole is an open goal of a replayed proof tree, filled by grafting a
 tactic expression there; see ``envs/verifiers/hol_light/tactic.py``).
+
+Coq's hammer (``sauto``) needs CoqHammer loaded. ``CoqVerifier(prelude=HAMMER_PRELUDE)`` loads
+it *before* the context, which breaks a project's own sources (stdpp's ``fin_maps.v``: see
+:mod:`proofgym.agents.symbolic`); ``hammer_after_context=True`` loads it after the context instead
+(:func:`~proofgym.agents.symbolic.with_hammer_postlude`), as the project suites' symbolic baseline does.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofgym.agents.strategies.base import Strategy
+from proofgym.agents.symbolic import with_hammer_postlude
 from proofgym.envs.episode import Episode
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.systems import SPECS
@@ -49,6 +55,9 @@ class CobblestoneConfig:
     samples: int = 4
     hammer_tactics: tuple[str, ...] | None = None  # None: HAMMER_TACTICS[task.system]; () to skip
     hammer_timeout_s: float = 10.0
+    #: Coq: load CoqHammer and Lia after each task's context (the task searched and checked is the one
+    #: with the postlude), for a verifier without ``HAMMER_PRELUDE``, whose prelude breaks project sources.
+    hammer_after_context: bool = False
 
     def hammers(self, system: str) -> tuple[str, ...]:
         return HAMMER_TACTICS.get(system, ()) if self.hammer_tactics is None else tuple(self.hammer_tactics)
@@ -102,6 +111,8 @@ class Cobblestone:
         self._episode: Episode  # the final checks of the task being solved (set by solve)
 
     def solve(self, task: Task) -> CobblestoneResult:
+        if self.config.hammer_after_context:
+            task = with_hammer_postlude(task)
         report = CobblestoneResult(task.id)
         start = time.monotonic()
         backend = _BACKENDS.get(task.system)
@@ -393,8 +404,15 @@ class CobblestoneStrategy(Strategy):
         samples: Whole proofs per invocation (paper: 4).
         hammer_tactics: Tactics tried first on every goal; default: the system's hammers
             (:mod:`proofgym.envs.systems`; Coq's ``sauto.`` needs CoqHammer loaded in the
-            verifier's prelude, which ``proofgym eval`` does not load: pass e.g. ``["auto.", "lia."]``).
+            verifier's prelude, which ``proofgym eval`` does not load: set ``hammer_after_context``, or
+            pass e.g. ``["auto.", "lia."]``).
         hammer_timeout_s: Seconds per hammer call.
+        hammer_after_context: Coq: load CoqHammer and Lia after each task's context, so that the
+            default ``sauto.`` runs in ``proofgym eval`` (whose verifiers load no prelude) on any suite,
+            a project's too (``--set hammer_after_context=true``). The evaluated tasks are then the
+            suite's with that postlude, and the env checks them so; the leak check still applies (on
+            coq-stdlib, CoqHammer's Requires can load a task's original file, and a proof that uses it
+            is CHEATING).
         temperature: Sampling temperature of the search's requests (``None``: the agent's own).
         context_chars: How much of the end of the task's context the prompts show.
     """
@@ -404,13 +422,15 @@ class CobblestoneStrategy(Strategy):
 
     def __init__(self, max_depth: int = 5, invocations: int = 5, samples: int = 4,
                  hammer_tactics: Sequence[str] | None = None, hammer_timeout_s: float = 10.0,
-                 temperature: float | None = None, context_chars: int = 2000) -> None:
+                 hammer_after_context: bool | str = False, temperature: float | None = None,
+                 context_chars: int = 2000) -> None:
         super().__init__()
         if min(int(max_depth), int(invocations), int(samples)) < 1:
             raise ValueError("max_depth, invocations and samples must be >= 1")
         self.config = CobblestoneConfig(max_depth=int(max_depth), invocations=int(invocations), samples=int(samples),
                                         hammer_tactics=None if hammer_tactics is None else tuple(hammer_tactics),
-                                        hammer_timeout_s=float(hammer_timeout_s))
+                                        hammer_timeout_s=float(hammer_timeout_s),
+                                        hammer_after_context=_flag(hammer_after_context))
         self.temperature = temperature
         self.context_chars = int(context_chars)
         self.reports: dict[tuple[str, int], dict[str, Any]] = {}
@@ -420,6 +440,8 @@ class CobblestoneStrategy(Strategy):
         if systems:
             raise ProofgymError(f"Cobblestone searches on tactic sessions of {', '.join(sorted(_BACKENDS))}; "
                                 f"this suite has tasks of {', '.join(systems)}")
+        if self.config.hammer_after_context:  # the env's check must load what the search's hammer used
+            return [with_hammer_postlude(t) for t in tasks]
         return list(tasks)
 
     def request(self, task: Task, sample: int, history: Sequence[Any]) -> Any:
@@ -457,6 +479,14 @@ class CobblestoneStrategy(Strategy):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), **dataclasses.asdict(self.config), "temperature": self.temperature,
                 "context_chars": self.context_chars}
+
+
+def _flag(value: bool | str) -> bool:
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ProofgymError(f"expected true or false, got {value!r}")
+        return value.lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 #: ``make_strategy("cobblestone", samples=4)`` builds the evaluation strategy.
