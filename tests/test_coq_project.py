@@ -353,6 +353,24 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     # Each task names its source file, which retrieval (Selene's sim/dep) reads.
     assert {Path(t["metadata"]["source_path"]).parent for t in kept} == {project_dir / "theories"}
     assert report.render().startswith("suite coq-proj: 4 tasks")
+    # The ledger names kept tasks by id and hash, not whole: carried alone into a fresh cache, it gives the
+    # same suite with nothing validated again, and a task whose source changed is validated again.
+    ledger = out.with_suffix(".validation.jsonl").read_text()
+    assert "context" not in ledger and all("sha256" in e for row in ledger.splitlines()[1:]
+                                           for e in json.loads(row)["kept"])
+    fresh = tmp_path / "fresh" / "coq-proj.jsonl"
+    fresh.parent.mkdir()
+    fresh.with_suffix(".validation.jsonl").write_text(ledger)
+    carried = build_coq_project(read_project(project_dir), **{**options, "out": fresh})
+    assert carried.validation["resumed"] == 4 and carried.validation["rounds"] == 0
+    assert fresh.read_text() == out.read_text()
+    rows = ledger.splitlines()
+    first = json.loads(rows[1])
+    first["kept"][0]["sha256"] = "0" * 64
+    fresh.with_suffix(".validation.jsonl").write_text("\n".join([rows[0], json.dumps(first), *rows[2:]]) + "\n")
+    again = build_coq_project(read_project(project_dir), **{**options, "out": fresh})
+    assert again.validation["resumed"] == 3 and again.validation["rounds"] == 1
+    assert fresh.read_text() == out.read_text()
     # Another sample (another seed) does not reuse the ledger of this one.
     assert coq_project._read_ledger(out.with_suffix(".validation.jsonl"), {"seed": 4}) == []
 

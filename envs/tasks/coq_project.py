@@ -45,6 +45,7 @@ the raw context, never the cache: it is most of a task's validation time.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -446,8 +447,9 @@ def build_coq_project(
 
     Validation runs in rounds (``round_size`` tasks, default ``8 * workers``) in a seeded order
     that keeps every prefix stratified by category (:func:`validation_order`). After each round the
-    suite, its report and a ledger (``<suite>.validation.jsonl``: each round's tasks and outcome)
-    are written, so that a build stopped by ``budget_s`` (no round starts after it), a deadline or
+    suite, its report and a ledger (``<suite>.validation.jsonl``: each round's task ids and outcome,
+    a kept task as its id, its hash and its allowed axioms: a few KB, which can be carried to another
+    machine's cache or kept in a repository) are written, so that a build stopped by ``budget_s`` (no round starts after it), a deadline or
     Ctrl-C leaves a suite of the tasks validated so far, a uniform stratified draw from the sample,
     and the same command run again continues where it stopped (the ledger's rounds are reused
     when the source, seed and sample are the same). The report says how much was validated.
@@ -490,8 +492,8 @@ def build_coq_project(
     rounds = _read_ledger(ledger, identity)
     if not rounds:
         ledger.write_text(json.dumps({"identity": identity}) + "\n", encoding="utf-8")
-    decided = {i for r in rounds for i in r["ids"]}
-    kept = [Task.from_dict(d) for r in rounds for d in r["kept"]]
+    kept, stale = _kept_from_ledger(rounds, {t.id: t for t in sampled})
+    decided = {i for r in rounds for i in r["ids"]} - stale
     for r in rounds:
         report.excluded.update(r["excluded"])
         report.false_rejections += r["false_rejections"]
@@ -505,7 +507,7 @@ def build_coq_project(
         done = _validate_round(batch, workers=workers, progress=progress, coq_args=project.coq_args)
         with ledger.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(done, ensure_ascii=False) + "\n")
-        kept += [Task.from_dict(d) for d in done["kept"]]
+        kept += _kept_from_ledger([done], {t.id: t for t in batch})[0]
         report.excluded.update(done["excluded"])
         report.false_rejections += done["false_rejections"]
         result.validation["validated"] += len(batch)
@@ -524,8 +526,41 @@ def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args
     start = time.monotonic()
     kept, excluded, false_rejections = validate_tasks(batch, workers=workers, progress=progress,
                                                       verifier_kwargs={"extra_args": tuple(coq_args)})
-    return {"ids": [t.id for t in batch], "kept": [t.to_dict() for t in kept], "excluded": dict(excluded),
+    given = {t.id: t for t in batch}
+    # A kept task is written as its id, the hash of the task as extracted, and what validation added
+    # (its allowed axioms): the ledger stays small (a few KB for a whole library, where the tasks'
+    # contexts are megabytes), so it can be carried to another machine or session and resumed there.
+    entries = [{"id": t.id, "sha256": task_sha256(given[t.id]), "allowed_axioms": list(t.metadata["allowed_axioms"])}
+               for t in kept]
+    return {"ids": [t.id for t in batch], "kept": entries, "excluded": dict(excluded),
             "false_rejections": false_rejections, "wall_s": round(time.monotonic() - start, 1), "workers": workers}
+
+
+def task_sha256(task: Task) -> str:
+    """The hash of a task as extracted (before validation), by which the ledger names a kept task."""
+    return hashlib.sha256(json.dumps(task.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _kept_from_ledger(rounds: Sequence[Mapping[str, Any]], sampled: Mapping[str, Task]) -> tuple[list[Task], set[str]]:
+    """(the kept tasks of ``rounds``, the ids to validate again).
+
+    A kept entry is the task as extracted now with the allowed axioms validation found, if its hash is
+    the one validated (else the source changed, and it is validated again); a ledger written before the
+    entries were compact holds whole tasks.
+    """
+    kept: list[Task] = []
+    stale: set[str] = set()
+    for row in rounds:
+        for entry in row["kept"]:
+            if "sha256" not in entry:
+                kept.append(Task.from_dict(entry))
+                continue
+            task = sampled.get(entry["id"])
+            if task is None or task_sha256(task) != entry["sha256"]:
+                stale.add(entry["id"])
+                continue
+            kept.append(replace(task, metadata={**task.metadata, "allowed_axioms": list(entry["allowed_axioms"])}))
+    return kept, stale
 
 
 def _read_ledger(path: Path, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
