@@ -371,6 +371,14 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     again = build_coq_project(read_project(project_dir), **{**options, "out": fresh})
     assert again.validation["resumed"] == 3 and again.validation["rounds"] == 1
     assert fresh.read_text() == out.read_text()
+    # A ledger written with whole tasks (before entries were compact) is read, and rewritten compact.
+    whole = {t["id"]: t for t in kept}
+    old = [rows[0]] + [json.dumps({**json.loads(r), "kept": [whole[e["id"]] for e in json.loads(r)["kept"]]})
+                       for r in rows[1:]]
+    fresh.with_suffix(".validation.jsonl").write_text("\n".join(old) + "\n")
+    converted = build_coq_project(read_project(project_dir), **{**options, "out": fresh})
+    assert converted.validation["resumed"] == 4 and converted.validation["rounds"] == 0
+    assert fresh.with_suffix(".validation.jsonl").read_text() == ledger and fresh.read_text() == out.read_text()
     # Another sample (another seed) does not reuse the ledger of this one.
     assert coq_project._read_ledger(out.with_suffix(".validation.jsonl"), {"seed": 4}) == []
 

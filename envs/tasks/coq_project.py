@@ -492,6 +492,10 @@ def build_coq_project(
     rounds = _read_ledger(ledger, identity)
     if not rounds:
         ledger.write_text(json.dumps({"identity": identity}) + "\n", encoding="utf-8")
+    elif any("sha256" not in e for r in rounds for e in r["kept"]):  # written with whole tasks: made compact
+        rounds = [_compact_round(r, {t.id: t for t in sampled}) for r in rounds]
+        ledger.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                  for row in [{"identity": identity}, *rounds]), encoding="utf-8")
     kept, stale = _kept_from_ledger(rounds, {t.id: t for t in sampled})
     decided = {i for r in rounds for i in r["ids"]} - stale
     for r in rounds:
@@ -539,6 +543,25 @@ def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args
 def task_sha256(task: Task) -> str:
     """The hash of a task as extracted (before validation), by which the ledger names a kept task."""
     return hashlib.sha256(json.dumps(task.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _compact_round(row: Mapping[str, Any], sampled: Mapping[str, Task]) -> dict[str, Any]:
+    """``row`` with each whole kept task as its compact entry; one that is no longer the task as extracted
+    now (validation adds only its allowed axioms) leaves the round's ids, so it is validated again."""
+    entries, stale = [], set()
+    for entry in row["kept"]:
+        if "sha256" in entry:
+            entries.append(entry)
+            continue
+        task = Task.from_dict(entry)
+        meta = {k: v for k, v in task.metadata.items() if k != "allowed_axioms"}
+        now = sampled.get(task.id)
+        if now is not None and task_sha256(now) == task_sha256(replace(task, metadata=meta)):
+            entries.append({"id": task.id, "sha256": task_sha256(now),
+                            "allowed_axioms": list(task.metadata.get("allowed_axioms", []))})
+        else:
+            stale.add(task.id)
+    return {**row, "ids": [i for i in row["ids"] if i not in stale], "kept": entries}
 
 
 def _kept_from_ledger(rounds: Sequence[Mapping[str, Any]], sampled: Mapping[str, Task]) -> tuple[list[Task], set[str]]:
