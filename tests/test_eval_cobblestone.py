@@ -48,6 +48,7 @@ def test_hammer_after_context_makes_the_evaluated_tasks_load_coqhammer_after_the
     assert with_hammer_postlude(loaded) == loaded and with_hammer_postlude(DAFNY) == DAFNY
     assert make_strategy("cobblestone").prepare([task], None) == [task]  # off by default
     assert make_strategy("cobblestone", hammer_after_context=True).describe()["hammer_after_context"] is True
+    assert "hammer_after_context" not in make_strategy("cobblestone").describe()  # older runs resume as before
     with pytest.raises(ProofgymError, match="true or false"):
         make_strategy("cobblestone", hammer_after_context="maybe")
 

@@ -202,6 +202,9 @@ def test_a_seeded_sample_per_category_is_evaluated_after_the_demonstrations_are_
     assert summary.per_category["all"]["n"] == 6 and summary.per_category["P1"]["n"] == 3
     with pytest.raises(ProofgymError, match="per_category"):
         make_strategy("selene", per_category=-1)
+    # Described only when set, so a run made before the option resumes as the same run.
+    assert "per_category" not in make_strategy("selene").describe()
+    assert make_strategy("selene", per_category=3).describe()["per_category"] == 3
 
 
 def test_dependency_augmentation_marks_the_run_as_an_upper_bound(tmp_path):

@@ -477,8 +477,10 @@ class CobblestoneStrategy(Strategy):
                           **usage)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), **dataclasses.asdict(self.config), "temperature": self.temperature,
-                "context_chars": self.context_chars}
+        config = dataclasses.asdict(self.config)
+        if not config["hammer_after_context"]:  # only when set: older runs still resume as the same run
+            del config["hammer_after_context"]
+        return {**super().describe(), **config, "temperature": self.temperature, "context_chars": self.context_chars}
 
 
 def _flag(value: bool | str) -> bool:

@@ -240,7 +240,9 @@ class SeleneStrategy(Strategy):
             **super().describe(), "n_demos": self.n_demos, "sim": self.sim, "dep": self.dep, "fix": self.fix,
             "fixing_demos": self.fixing_demos, "sim_lines": self.sim_lines, "dep_lines": self.dep_lines,
             "max_facts": self.max_facts, "source_root": self.source_root, "demos": self.demos_file,
-            "seed": self.seed, "upper_bound": self.upper_bound, "per_category": self.per_category,
+            "seed": self.seed, "upper_bound": self.upper_bound,
+            # Only when set: a run made before the option existed still resumes as the same run.
+            **({"per_category": self.per_category} if self.per_category else {}),
         }
 
     def demo_ids(self) -> dict[str, list[str]]:
