@@ -104,6 +104,7 @@ _LET_RE = re.compile(r"^Let\s+[A-Za-z_][\w']*\s*(?:[:({\[]|:=)")
 _END_BLOCK_RE = re.compile(r"^End\s+([A-Za-z_][\w']*)\s*\.$")
 _BOLD_LINE_RE = re.compile(r"^([ \t]*)\*\*([A-Za-z](?:[^*\n]*[^\s*])?)\*\*[ \t]*$", re.M)
 _FENCE_LINE_RE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
+_FENCE_SPLIT_RE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*$", re.M)
 _BLOCK_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+[A-Za-z_][\w']*")
 
 # Commands that can only be Coq (no English sentence starts with them) and that, before or
@@ -114,6 +115,20 @@ _CHEAT_WORDS = frozenset("""
     Undo BackTo Restart Reset Universe Universes Constraint Primitive Register Strategy Succeed Fail Timeout
     Unshelve Guarded
 """.split())
+# Queries inside a proof (``Show.``, ``Check t.``, ``Search _ + 0.``): they change nothing, so they are dropped,
+# never sent (``Locate`` is left out: ``Locate File`` asks the file system).
+_QUERY_WORDS = frozenset("""
+    Show Check Search SearchPattern SearchRewrite SearchHead SearchAbout Print About Compute Eval Guarded
+""".split())
+# Control prefixes of a sentence inside a proof: ``Time``/``Info n`` only report, ``Fail``/``Succeed`` leave the
+# proof state as it was, ``Timeout n`` is the tactic ``timeout n``. What follows the prefix is judged as itself.
+_CONTROL_RE = re.compile(r"^(Time|Fail|Succeed|Info\s+\d+|Timeout\s+\d+)\s+(?=\S)")
+# The logical symbols of Coq.Unicode.Utf8, which the prover only reads once a context loads it: written as their
+# ASCII forms (the notations are defined as exactly these, at the same levels) when neither the context nor the
+# statement writes one (then the context may give it another meaning, and the proof is left as it is).
+_UTF8_LOGIC = {"\u2200": " forall ", "\u2203": " exists ", "\u2192": " -> ", "\u2194": " <-> ",
+               "\u2227": " /\\ ", "\u2228": " \\/ ", "\u00ac": " ~ ", "\u2260": " <> "}
+_UTF8_LOGIC_RE = re.compile("|".join(_UTF8_LOGIC))
 # Commands that add a helper: honest, but a proof may only use what the task's context defines.
 _HELPER_WORDS = frozenset("""
     Definition Fixpoint CoFixpoint Inductive CoInductive Record Structure Class Variant Instance Existing
@@ -365,7 +380,11 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
 
     notes: list[str] = []
     if _FENCE_LINE_RE.search(proof):
-        proof = last_code_block(proof)[0]
+        block = last_code_block(proof)[0]
+        if not block.strip():
+            # A closing fence without its opener (``... Qed.\n```\n``): the last text between fence lines.
+            block = next((piece for piece in reversed(_FENCE_SPLIT_RE.split(proof)) if piece.strip()), "")
+        proof = block
         notes.append("took the last fenced code block")
     typographic = normalize_unicode(proof)
     if typographic != proof:
@@ -373,6 +392,10 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         notes.append("replaced typographic characters (no-break spaces, curly quotes, U+2212) by ASCII")
     # ``**Proof.**`` on a line of its own is Markdown emphasis: Coq cannot read it at all (a
     # period followed by ``*`` ends no sentence), so the emphasis is all it can mean.
+    if _UTF8_LOGIC_RE.search(proof) and not _UTF8_LOGIC_RE.search(context + statement):
+        proof = _UTF8_LOGIC_RE.sub(lambda m: _UTF8_LOGIC[m.group(0)], proof)
+        notes.append("wrote the Unicode logical symbols (\u2200 \u2203 \u2192 \u2194 \u2227 \u2228 \u00ac \u2260) as their ASCII "
+                     "forms, which Coq.Unicode.Utf8 defines them to be (the task's own text does not use them)")
     unbold = _BOLD_LINE_RE.sub(r"\1\2", proof)
     if unbold != proof:
         proof = unbold
@@ -478,6 +501,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             out.append(code)
             tactic_seen = True
             continue
+        code, controls = _control_prefixes(code)
         first = _first_word(code)
         if (first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS) or first in VERNACULAR) \
                 and _reads_as_prose(code):
@@ -534,6 +558,9 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             continue
         selector, body_code = _split_selector(code)
         bfirst = _first_word(body_code)
+        if bfirst in _QUERY_WORDS:
+            notes.append(f"dropped the query `{_short(sentence.code)}` inside the proof (it changes nothing)")
+            continue
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
             cheats.append(f"vernacular command {bfirst!r} is not allowed inside a proof")
             continue
@@ -548,6 +575,18 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             raise ProofRejected("ERROR", [f"syntax: sentence without a period: {_short(code)}"])
         if not tactic:
             raise ProofRejected("ERROR", ["syntax: empty sentence"])
+        if any(c in ("Fail", "Succeed") for c in controls):
+            notes.append(f"dropped `{_short(sentence.code)}` inside the proof (`Fail`/`Succeed` leave the proof "
+                         "state as it was)")
+            continue
+        for control in reversed(controls):
+            if control.startswith("Timeout"):
+                tactic = f"timeout {control.split()[1]} ({tactic})"
+        reported = [c for c in controls if not c.startswith("Timeout")]
+        if reported:
+            notes.append(f"dropped the prefix `{' '.join(reported)}` (it only reports)")
+        if len(reported) < len(controls):
+            notes.append("wrote the prefix `Timeout n` as the tactic `timeout n`")
         identifiers |= _tokens(tactic)
         prefix = f"{selector}: " if selector else ""
         out.append(f"{prefix}({tactic}){terminator}")
@@ -761,6 +800,15 @@ def _open_blocks(context: str) -> list[tuple[str, str]]:
         return open_blocks(context)
     except CoqLexError:
         return []
+
+
+def _control_prefixes(code: str) -> tuple[str, list[str]]:
+    """``code`` without its control prefixes (``Time``, ``Fail``, ``Timeout 5``...), and those prefixes."""
+    controls: list[str] = []
+    while m := _CONTROL_RE.match(code):
+        controls.append(" ".join(m.group(1).split()))
+        code = code[m.end():]
+    return code, controls
 
 
 def _split_selector(code: str) -> tuple[str, str]:

@@ -83,6 +83,9 @@ _ATTRIBUTE_REASONS = {
     "print": "has effects outside verification",
     "vcs_split_on_every_assert": "changes the verifier's options",
     "prover": "changes the verifier's options",
+    "options": "changes Dafny's options (/noCheating:0 would turn the check of assumptions off)",
+    "termination": "assumes termination (a trait's {:termination false})",
+    "assumption": "declares an assumption variable (what is assigned to it is assumed)",
 }
 
 #: Words that may precede a declaration's name (its kind and modifiers).
@@ -523,8 +526,12 @@ def trusted_ranges(anchor: Anchor, tokens: Sequence[Token]) -> tuple[list[tuple[
 
 
 def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]] = (),
-                      *, allowed_attributes: Iterable[str] = ()) -> list[str]:
+                      *, allowed_attributes: Iterable[str] = (), unknown: list[str] | None = None) -> list[str]:
     """Cheats visible in the text, outside ``trusted`` token ranges. One reason per finding.
+
+    An attribute that is neither on the allow-list nor known to weaken a check (``{:main}``, a typo) is refused
+    all the same; with ``unknown`` given it is reported there instead (the caller's ERROR: proofgym cannot say
+    what it does, which is no attempt to cheat), else among the cheats.
 
     ``decreases *`` is judged per declaration by :func:`check_anchoring` (it is a cheat where
     termination is required: in a target; a helper method that may not terminate cannot be called
@@ -539,8 +546,13 @@ def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]
         if a in inside:
             continue
         if name not in allowed:
-            why = _ATTRIBUTE_REASONS.get(name, "is not on the allow-list")
-            reasons.append(f"attribute {{:{name}}} at line {tokens[a].line}: {why}")
+            why = _ATTRIBUTE_REASONS.get(name)
+            if why is None and unknown is not None:
+                unknown.append(f"attribute {{:{name}}} at line {tokens[a].line} is not one proofgym knows to be "
+                               f"harmless, so the program cannot be judged: remove it (allowed: "
+                               f"{', '.join(sorted(allowed))})")
+                continue
+            reasons.append(f"attribute {{:{name}}} at line {tokens[a].line}: {why or 'is not on the allow-list'}")
     for k, t in enumerate(tokens):
         if k in inside:
             continue

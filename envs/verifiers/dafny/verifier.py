@@ -360,9 +360,13 @@ class DafnyVerifier(ProverVerifier):
         trusted, missing = trusted_ranges(anchor, tokens)
         reasons = [f"context declaration '{m} ...' is missing or changed (it must be kept verbatim)"
                    for m in missing]
-        reasons += banned_constructs(tokens, trusted, allowed_attributes=anchor.task_attributes)
+        unknown: list[str] = []
+        reasons += banned_constructs(tokens, trusted, allowed_attributes=anchor.task_attributes, unknown=unknown)
         if reasons:
             return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
+                               backend="precheck")
+        if unknown:  # refused (fail closed), but nothing says it was an attempt: ERROR, saying what to change
+            return CheckResult(Verdict.ERROR, tuple(unknown), error_category=ErrorCategory.UNKNOWN,
                                backend="precheck")
         # Dafny's view of every declaration (read without /noCheating, so that a bodyless cheat is named
         # as one), classified before anything is verified: what may lack a body gets {:axiom}, so that

@@ -32,6 +32,10 @@ _LOOK_CMD = re.compile(r"(?:let\s+[A-Za-z_][\w']*\s*=\s*)?(?:top_thm|top_goal|p)
 _PROVE_CALL = re.compile(r"(?:let\s+[A-Za-z_][\w']*\s*=\s*)?prove\s*\(\s*`[^`]*`\s*,(?P<tactic>.*)\)", re.S)
 #: A phrase that would define or change something if it ran: never rewritten, the server judges it.
 _DEFINING = re.compile(r"(?:let|#|open|module|type|exception|external|include|class)\b")
+#: A Markdown fence line (never HOL Light: three backquotes are an empty term quotation and a stray one).
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*$", re.M)
+#: An English sentence: plain words and sentence punctuation only, none of OCaml's brackets, operators or quotes.
+_PROSE = re.compile(r"[A-Z][A-Za-z']*(?:[ \t\n]+[A-Za-z][A-Za-z'-]*[,:]?)+[ \t]*[.!:]?")
 
 
 def normalize_proof(proof: str) -> str:
@@ -40,7 +44,9 @@ def normalize_proof(proof: str) -> str:
     Only unambiguous slips are rewritten; whatever the result, the server checks it like any submission
     (whitelist, goal, axioms), so a rewrite can never let an unproved goal through:
 
-    - comments and empty phrases around the tactic (``ARITH_TAC;; (* done *)``) are dropped;
+    - comments and empty phrases around the tactic (``ARITH_TAC;; (* done *)``) are dropped, and so are
+      English remarks after it (``ARITH_TAC;; This completes the proof.``), Markdown fences, a BOM and
+      zero-width or no-break spaces;
     - ``prove(`goal`, TAC)`` and ``let NAME = prove(`goal`, TAC)`` become ``TAC`` (the task's goal is what
       is proved, whatever the text says);
     - a goalstack script (``g `goal`;; e(T1);; e(T2);; b();; r 1;; top_thm();;``) becomes the tactic that
@@ -51,9 +57,21 @@ def normalize_proof(proof: str) -> str:
     ERROR that says what to change). Anything else with several phrases (a definition, a directive, two
     tactics) goes to the server unchanged, which refuses it.
     """
+    from proofgym.envs.parsing import last_code_block, normalize_unicode
+
+    if _FENCE_LINE.search(proof):
+        block = last_code_block(proof)[0]
+        if not block.strip():  # a closing fence without its opener: the last text between fence lines
+            block = next((piece for piece in reversed(_FENCE_LINE.split(proof)) if piece.strip()), "")
+        proof = block
+    proof = normalize_unicode(proof)  # a BOM, zero-width and no-break spaces, curly quotes: never HOL Light
     phrases = [text for text in (strip_comments(ph.text).strip() for ph in split_phrases(proof)) if text]
     if not phrases:
         return proof
+    if len(phrases) > 1 and _is_prose(phrases[-1]):
+        while len(phrases) > 1 and _is_prose(phrases[-1]):
+            phrases.pop()  # "ARITH_TAC;; This completes the proof.": the tactic, then a remark
+        proof = ";;\n".join(phrases)
     if len(phrases) == 1 and (m := _PROVE_CALL.fullmatch(phrases[0])):
         return m["tactic"].strip()
     commands = [_goalstack_command(text) for text in phrases]
@@ -81,6 +99,15 @@ def normalize_proof(proof: str) -> str:
     if len(steps) == 1 and steps[0].startswith("by "):  # one e(TAC): just TAC
         return steps[0][4:-1]
     return f"(fun gl -> List.fold_left (fun gs step -> step gs) (mk_goalstate gl) [{'; '.join(steps)}])"
+
+
+def _is_prose(text: str) -> bool:
+    """An English remark (``This completes the proof.``): capitalised plain words, at least four of them.
+
+    An OCaml phrase of plain words alone would be an application of a capitalised name, which HOL Light's
+    tactics never are (constructors take their argument in brackets); a misread phrase is dropped, never run.
+    """
+    return bool(_PROSE.fullmatch(text)) and len(text.split()) >= 4
 
 
 def _goalstack_command(text: str) -> tuple[str, str] | None:
