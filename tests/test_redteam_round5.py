@@ -16,7 +16,8 @@ Found and fixed here (each test below fails on the code before the fix):
 - Dafny: an attribute that is neither allowed nor known to weaken a check (``{:main}``, a typo) was CHEATING; it
   is ERROR saying to remove it. ``{:options}``, ``{:assumption}`` and ``{:termination}`` are named as cheats.
 - HOL Light: a BOM, a zero-width space or a Markdown fence made an honest tactic ERROR, and so did an English
-  remark after ``;;``; all are normalised (a cheat in the phrases that remain is still judged).
+  remark after ``;;`` and a Coq-style final period (``ARITH_TAC.``); all are normalised (a cheat in the phrases
+  that remain is still judged).
 
 Open (strict xfail, in files this round does not own; the fix is in the red team's report):
 
@@ -221,6 +222,30 @@ def test_a_library_rebuilt_while_the_verifier_runs_does_not_keep_a_stale_baselin
     assert result.verdict is Verdict.CHEATING and "bad" in " ".join(result.reasons), result
 
 
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.xfail(strict=True, reason="open fairness hole in coq/verifier.py (HC): a reference that times out "
+                                       "leaves an empty allow-list, cached for the verifier's life")
+def test_a_reference_that_times_out_does_not_make_an_honest_proof_cheating():
+    """Hole: without ``allowed_axioms`` the allow-list is what the reference proof needs; a reference that runs past
+    ``timeout_s`` (here: forever; on a loaded machine, a slow one once) gave an empty list, kept by
+    ``_allowed_cache``, so every later proof by ``classic`` is CHEATING (-1) for the verifier's life (and the pool's
+    verdict cache keeps those). Not knowing the allow-list is a harness failure (or a task error), never a cheat."""
+    from proofgym.envs.errors import VerifierError
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = Task(id="rt5.allow", system="coq", context="Require Import Classical.\n",
+                statement="Lemma em (P : Prop) : P \\/ ~ P.",
+                reference_proof="Proof. let rec loop := idtac; loop in loop. apply classic. Qed.",
+                category="P1", timeout_s=3)
+    with CoqVerifier(audit="never", isolation_cache=False) as v:
+        try:
+            result = v.check(task, "Proof. apply classic. Qed.")
+        except VerifierError:
+            return  # a harness failure: no reward, and nothing kept
+        assert result.verdict is not Verdict.CHEATING, result
+
+
 # ---------------------------------------------------------------------------------------------
 # Dafny
 
@@ -306,10 +331,11 @@ def test_dafny_verdicts(statement: str, program: str, verdict: Verdict):
     ("```ocaml\nARITH_TAC\n```", "ARITH_TAC"),
     ("ARITH_TAC\n```", "ARITH_TAC"),
     ("ARITH_TAC;;\nThis completes the proof.", "ARITH_TAC"),
+    ("REWRITE_TAC[ADD_CLAUSES].", "REWRITE_TAC[ADD_CLAUSES]"),
     ("g `1 + 1 = 2`;;\ne ARITH_TAC;;\ntop_thm();;\nThis completes the proof.", "ARITH_TAC"),
     # The other side: a cheat among the phrases that remain is still sent for the server to refuse.
     ("ARITH_TAC;; CHEAT_TAC;; This completes the proof.", "ARITH_TAC;;\nCHEAT_TAC"),
-    ("This completes the proof of it.", "This completes the proof of it."),
+    ("This completes the proof of it.", "This completes the proof of it"),  # prose alone: the server says ERROR
 ])
 def test_hol_light_slips_are_normalised(proof: str, sent: str):
     """Fairness hole (fixed): each was ERROR (an unbound value, an empty quotation, a parse error)."""
@@ -324,6 +350,8 @@ HOL_CASES = [
     (ONE_PLUS_ONE, "REWRITE_TAC[]\u200b THEN ARITH_TAC", Verdict.OK),
     (ONE_PLUS_ONE, "```ocaml\nARITH_TAC\n```", Verdict.OK),
     (ONE_PLUS_ONE, "ARITH_TAC;;\nThis completes the proof.", Verdict.OK),
+    (ONE_PLUS_ONE, "ARITH_TAC.", Verdict.OK),
+    (FALSE_GOAL, "CHEAT_TAC.", Verdict.CHEATING),
     (ONE_PLUS_ONE, "ARITH_TAC\r\n", Verdict.OK),
     (ONE_PLUS_ONE, "(* proof *) ARITH_TAC (* qed *)", Verdict.OK),
     (ONE_PLUS_ONE, "let th = prove(`1 + 1 = 2`, ARITH_TAC);;", Verdict.OK),

@@ -34,6 +34,8 @@ _PROVE_CALL = re.compile(r"(?:let\s+[A-Za-z_][\w']*\s*=\s*)?prove\s*\(\s*`[^`]*`
 _DEFINING = re.compile(r"(?:let|#|open|module|type|exception|external|include|class)\b")
 #: A Markdown fence line (never HOL Light: three backquotes are an empty term quotation and a stray one).
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*$", re.M)
+#: A lone final period after an identifier or a bracket (``ARITH_TAC.``, ``REWRITE_TAC[ADD_CLAUSES].``).
+_FINAL_PERIOD = re.compile(r"[\w')\]]\.$")
 #: An English sentence: plain words and sentence punctuation only, none of OCaml's brackets, operators or quotes.
 _PROSE = re.compile(r"[A-Z][A-Za-z']*(?:[ \t\n]+[A-Za-z][A-Za-z'-]*[,:]?)+[ \t]*[.!:]?")
 
@@ -45,8 +47,8 @@ def normalize_proof(proof: str) -> str:
     (whitelist, goal, axioms), so a rewrite can never let an unproved goal through:
 
     - comments and empty phrases around the tactic (``ARITH_TAC;; (* done *)``) are dropped, and so are
-      English remarks after it (``ARITH_TAC;; This completes the proof.``), Markdown fences, a BOM and
-      zero-width or no-break spaces;
+      English remarks after it (``ARITH_TAC;; This completes the proof.``), a final Coq-style period
+      (``ARITH_TAC.``), Markdown fences, a BOM and zero-width or no-break spaces;
     - ``prove(`goal`, TAC)`` and ``let NAME = prove(`goal`, TAC)`` become ``TAC`` (the task's goal is what
       is proved, whatever the text says);
     - a goalstack script (``g `goal`;; e(T1);; e(T2);; b();; r 1;; top_thm();;``) becomes the tactic that
@@ -72,6 +74,9 @@ def normalize_proof(proof: str) -> str:
         while len(phrases) > 1 and _is_prose(phrases[-1]):
             phrases.pop()  # "ARITH_TAC;; This completes the proof.": the tactic, then a remark
         proof = ";;\n".join(phrases)
+    if len(phrases) == 1 and _FINAL_PERIOD.search(phrases[0]):
+        proof = phrases[0][:-1].rstrip()  # "ARITH_TAC.": Coq's period (no OCaml phrase ends in one)
+        phrases = [proof]
     if len(phrases) == 1 and (m := _PROVE_CALL.fullmatch(phrases[0])):
         return m["tactic"].strip()
     commands = [_goalstack_command(text) for text in phrases]
