@@ -246,6 +246,23 @@ def test_a_reference_that_times_out_does_not_make_an_honest_proof_cheating():
         assert result.verdict is not Verdict.CHEATING, result
 
 
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.xfail(strict=True, reason="open hole in coq/verifier.py (HC): a replayed session's key extends the warm "
+                                       "session of the empty context")
+def test_a_top_name_after_an_empty_context_task_has_the_uncached_verdict(tmp_path: Path):
+    """Hole: round 4's replayed sessions are keyed ``NUL replayed NUL + context``, and the session of the empty
+    context (key "") is a prefix of every key: after any task with no context, a proof writing ``Top.`` made the
+    verifier extend that session with the key's NUL bytes, and the check raised ContextLoadError (a task error)."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    f = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n"
+    top = _coq("top", "Lemma t : f 1 = 1.", f + "Lemma f1 : f 1 = 1. Proof. reflexivity. Qed.\n")
+    with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as v:
+        assert v.check(_coq("empty", "Lemma t0 : 1 = 1."), "Proof. reflexivity. Qed.").verdict is Verdict.OK
+        assert v.check(top, "Proof. exact Top.f1. Qed.").verdict is Verdict.OK
+
+
 # ---------------------------------------------------------------------------------------------
 # Dafny
 
