@@ -24,6 +24,10 @@ Open (strict xfail, in files this round does not own; the fix is in the red team
 - Coq: a library on the load path rebuilt while a verifier runs (an ``Admitted`` lemma added) keeps its stale
   environment baseline (in memory, keyed by the context text; the load-path fingerprint is read once per
   process), so ``Print Assumptions`` is skipped and a proof by the new ``Admitted`` lemma is OK.
+- Coq: a reference proof that does not finish leaves an empty computed allow-list, kept for the verifier's life:
+  an honest proof by the axiom the reference needs is CHEATING.
+- Coq: after any task with an empty context, a proof that writes ``Top.`` raises ContextLoadError (the replayed
+  session's key extends the empty context's warm session).
 """
 
 from __future__ import annotations
