@@ -132,9 +132,10 @@ CHEATS = [
     C("false", "Proof. Restart. Admitted.", id="restart"),
     C("false", "Proof. Undo. Qed.", id="undo"),
     C("false", "Proof. Focus 1. Qed.", id="focus"),
-    C("false", "Proof. Show Proof. Qed.", id="show"),
-    C("false", "Proof. Eval compute in 1. Qed.", id="eval"),
-    C("false", "Proof. Check 1. Qed.", id="check"),
+    # A query inside a proof is dropped since round 5 (it changes nothing): the false goal stays unproved.
+    C("false", "Proof. Show Proof. Qed.", REFUSED, id="show"),
+    C("false", "Proof. Eval compute in 1. Qed.", REFUSED, id="eval"),
+    C("false", "Proof. Check 1. Qed.", REFUSED, id="check"),
     C("false", "all: Admitted.", id="selector-admitted"),
     C("false", "2: Qed.", id="selector-qed"),
     # -- control prefixes ---------------------------------------------------------------------------
