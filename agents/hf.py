@@ -166,31 +166,36 @@ class LocalAgent(Agent):
     def _generate_batch(self, requests: Sequence[Request], s: SamplingParams) -> list[Generation]:
         import torch
 
+        from proofgym.training.generation import generate_shared_prefix
+
         start = time.monotonic()
         prompts = [self.prompt_text(r) for r in requests]
         self.tokenizer.truncation_side = "left"
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False,
-                             truncation=True, max_length=self.max_prompt_tokens).to(self.device)
+        ids = self.tokenizer(prompts, add_special_tokens=False, truncation=True,
+                             max_length=self.max_prompt_tokens)["input_ids"]
         kwargs: dict[str, Any] = {"max_new_tokens": s.max_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        extra: dict[str, Any] = {}
         if s.stop:
-            kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
+            kwargs["stop_strings"] = list(s.stop)
+            extra["tokenizer"] = self.tokenizer
         with self._lock, torch.inference_mode():
             if s.seed is not None:
                 torch.manual_seed(s.seed + requests[0].sample)
-            output = self.lm.generate(**enc, **kwargs)
-        new = output[:, enc["input_ids"].shape[1]:]
+            # the k samples of a task share one prefill (proofgym.training.generation); same sampling
+            output = generate_shared_prefix(self.lm, ids, None, **kwargs, **extra)
+        new = output[:, max(len(p) for p in ids):]
         eos = {t for t in _as_list(self.lm.generation_config.eos_token_id) + [self.tokenizer.eos_token_id]
                if t is not None}
         seconds = (time.monotonic() - start) / len(requests)
         gens = []
-        for row, mask in zip(new.tolist(), enc["attention_mask"].tolist(), strict=True):
+        for row, prompt in zip(new.tolist(), ids, strict=True):
             length = next((i for i, t in enumerate(row) if t in eos or t == self.tokenizer.pad_token_id), len(row))
             text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-            gens.append(Generation(text, prompt_tokens=int(sum(mask)), completion_tokens=length, seconds=seconds,
+            gens.append(Generation(text, prompt_tokens=len(prompt), completion_tokens=length, seconds=seconds,
                                    finish_reason="length" if length >= s.max_tokens else "stop"))
         return gens
 

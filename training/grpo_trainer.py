@@ -1,6 +1,6 @@
 """TRL's ``GRPOTrainer`` with what proofgym adds: the curriculum's sampler and honest metric averages.
 
-:class:`ProofGRPOTrainer` changes two things and nothing else:
+:class:`ProofGRPOTrainer` changes three things and nothing else:
 
 - with a :class:`~proofgym.training.curriculum.PassRateCurriculum` its train sampler is a
   :class:`~proofgym.training.curriculum.CurriculumSampler` (prompts from the kept tasks), and
@@ -12,6 +12,12 @@
   every cheat reason any process logged (TRL's gathered metric names), so from the next batch
   on every process logs it, 0 included, and the cross-process mean is over all of them. (The
   one batch in which a reason first appears is averaged over the processes that saw it.)
+- generation with ``transformers`` (no vLLM, text only) prefills each prompt once for its whole
+  group instead of once per completion, and grows the KV cache in place
+  (:func:`~proofgym.training.generation.generate_shared_prefix`): TRL repeats each prompt
+  ``num_generations`` times in the batch and ``generate`` prefills every copy. Same generation
+  config, so the same sampling distribution; the completions are cut after the first EOS as TRL
+  cuts them.
 """
 
 from __future__ import annotations
@@ -40,6 +46,38 @@ class ProofGRPOTrainer(GRPOTrainer):
         return CurriculumSampler(self.curriculum, data_source=base.data_source,
                                  mini_repeat_count=base.mini_repeat_count, batch_size=base.batch_size,
                                  repeat_count=base.repeat_count, shuffle=base.shuffle, seed=base.seed)
+
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: Any,
+                              has_tool_images: bool = False) -> Any:
+        if (self.use_vllm or getattr(self, "use_transformers_continuous_batching", False) or self._is_vlm
+                or images is not None and any(i is not None for i in images) or multimodal_fields
+                or getattr(self, "pad_to_multiple_of", None)):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        import torch
+        from trl.models import unwrap_model_for_generation
+        from trl.trainer import grpo_trainer as trl_grpo
+
+        from proofgym.training.generation import generate_shared_prefix
+
+        with (
+            trl_grpo.profiling_context(self, "transformers.generate"),
+            unwrap_model_for_generation(
+                self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            output = generate_shared_prefix(unwrapped_model, [list(p) for p in prompt_ids], self.generation_config,
+                                            pad_token_id=self._tokenizer.pad_token_id)
+        width = max(len(p) for p in prompt_ids)
+        eos = set(self.eos_token_ids if isinstance(self.eos_token_ids, (list, tuple)) else [self.eos_token_ids])
+        completions = []
+        for row in output[:, width:].tolist():
+            end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+            completions.append(row[:end])
+        return completions, None
 
     def _generate_and_score_completions(self, inputs: Any) -> Any:
         out = super()._generate_and_score_completions(inputs)

@@ -53,6 +53,8 @@ class Generator(Protocol):
 class ModelGenerator:
     """Batched ``model.generate`` with left padding; a completion keeps its EOS and loses the padding.
 
+    Each distinct prompt of a batch is prefilled once (:func:`~proofgym.training.generation.generate_shared_prefix`).
+
     Args:
         model: A causal LM.
         tokenizer: Its tokenizer (pad and EOS ids).
@@ -82,17 +84,16 @@ def _generate(model: Any, tokenizer: Any, generation_config: Any, prompt_ids: Se
               max_new_tokens: int, torch: Any) -> tuple[list[list[int]], None]:
     from transformers import GenerationConfig
 
+    from proofgym.training.generation import generate_shared_prefix
+
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     width = max(len(p) for p in prompt_ids)
-    device = next(model.parameters()).device
-    input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompt_ids], device=device)
-    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids], device=device)
     config = copy.deepcopy(generation_config) if generation_config is not None else GenerationConfig(do_sample=False)
     config.max_new_tokens = max_new_tokens
     config.pad_token_id = pad
     eos = _eos_ids(tokenizer, model)
-    with torch.no_grad():
-        output = model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
+    with torch.no_grad():  # each distinct prompt prefilled once (k samples of a task, a GRPO group)
+        output = generate_shared_prefix(model, prompt_ids, config, pad_token_id=pad)
     completions = []
     for row in output[:, width:].tolist():
         end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
