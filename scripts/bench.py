@@ -121,6 +121,36 @@ class PeakRss:
         self._thread.join()
 
 
+class LoadSampler:
+    """Samples the 1-minute load average every ``period_s`` in the background: what each section's machine
+    load was while it ran, not only at its ends (the machine is shared)."""
+
+    def __init__(self, period_s: float = 5.0) -> None:
+        self.period_s = period_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> str:
+        if not self.samples:
+            return "not sampled"
+        return (f"min {min(self.samples):.1f}, median {statistics.median(self.samples):.1f}, "
+                f"max {max(self.samples):.1f} ({len(self.samples)} samples, every {self.period_s:g} s)")
+
+
 # -- measurements ---------------------------------------------------------------------------------
 
 
@@ -437,12 +467,22 @@ def with_attempts(tasks: list[Task], group: int) -> list[tuple[Task, str]]:
 def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     """The real-workload rows: a GRPO-shaped batch on coq-stdlib (and dafny-nl, HOL Light with ``--hol``)."""
     rows: list[Row] = []
-    try:
-        stdlib = [t for t in load_task_list(args.grpo_suite) if t.system == "coq"]
-    except ProofgymError as exc:
-        notes.setdefault("skipped", []).append(f"GRPO batch: {exc} (run `proofgym build coq-stdlib`)")
-        return rows
     n = min(os.cpu_count() or 1, args.max_workers)
+    if args.grpo_coq:
+        try:
+            rows += coq_grpo_rows(args, notes, n)
+        except ProofgymError as exc:
+            notes.setdefault("skipped", []).append(f"GRPO batch on coq: {exc} (run `proofgym build coq-stdlib`)")
+    else:
+        notes.setdefault("skipped", []).append("GRPO batch on coq: --no-grpo-coq")
+    return rows + other_grpo_rows(args, notes, n)
+
+
+def coq_grpo_rows(args: argparse.Namespace, notes: dict[str, Any], n: int) -> list[Row]:
+    """The GRPO-shaped batch on coq-stdlib: without the isolation cache, with it cold, with it warm, and
+    whole-file ``coqc`` on the same checks beside the first."""
+    rows: list[Row] = []
+    stdlib = [t for t in load_task_list(args.grpo_suite) if t.system == "coq"]
     batch_tasks = grpo_tasks(stdlib, args.grpo_batch, args.seed)
     batch = with_attempts(batch_tasks, args.grpo_group)
     shape = f"{len(batch_tasks)} tasks x {args.grpo_group} attempts, {n} workers, cold pool"
@@ -477,6 +517,12 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     notes["grpo"] = {label: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}
                      for label, run in runs.items()}
     notes["grpo_tasks"] = [t.id for t in batch_tasks]
+    return rows
+
+
+def other_grpo_rows(args: argparse.Namespace, notes: dict[str, Any], n: int) -> list[Row]:
+    """The same batch shape on dafny-nl (whole-file ``dafny`` beside it) and, with ``--hol``, on HOL Light."""
+    rows: list[Row] = []
     for suite, system, enabled in (("dafny-nl", "dafny", args.grpo_dafny), (args.hol_suite, "hol_light", args.hol)):
         if not enabled:
             notes.setdefault("skipped", []).append(
@@ -494,7 +540,8 @@ def grpo_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
         except Exception as exc:  # noqa: BLE001 - a prover not installed here is a note, not a crash
             notes.setdefault("skipped", []).append(f"GRPO batch on {system}: {type(exc).__name__}: {exc}")
             continue
-        notes[f"grpo_{system}"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}
+        label = f"{system} {suite} ({len(obatch) // args.grpo_group} x {args.grpo_group}, {n} workers, cold pool)"
+        notes[f"grpo_{system}"] = {label: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()}}
         whole = run.get("whole_file")
         per = run["wall_s"] / run["checks"]
         if whole:
@@ -512,9 +559,9 @@ def grpo_table(runs: dict[str, Any]) -> str:
     for label, r in runs.items():
         lines.append(f"| {label} | {r['checks']} ({r['ran']}) | {r['wall_s']:.1f} s | {r['rate']:.2f} | "
                      f"{r['per_core']:.2f} | {_fmt_ms(1000 * r['p50'])} | {_fmt_ms(1000 * r['p95'])} | "
-                     f"{r['loads']} / {r.get('contexts', '?')} ({_fmt_ms(1000 * r['load_p50'])}) | "
-                     f"{100 * r['load_share']:.0f}% | "
-                     f"{r['verdicts']} |")
+                     + (f"{r['loads']} / {r.get('contexts', '?')} ({_fmt_ms(1000 * r['load_p50'])}) | "
+                        f"{100 * r['load_share']:.0f}% | " if r["loads"] else "not timed | | ")
+                     + f"{r['verdicts']} |")
         w = r.get("whole_file")
         if w:
             lines.append(f"| {label}: whole-file, same checks, {r['workers']} at a time | {r['checks']} | "
@@ -558,9 +605,7 @@ def fixed_checks(args: argparse.Namespace, notes: dict[str, Any]) -> list[tuple[
     with contextlib.suppress(ProofgymError):
         dafny = [t for t in load_task_list("dafny-nl") if t.reference_proof][: args.load_tasks]
     systems = [("coq", coq[: args.load_tasks]), ("dafny", dafny)]
-    if args.hol:
-        systems.append(("hol_light", HOL_LIGHT_TASKS))
-    for system, tasks in systems:
+    for system, tasks in systems:  # HOL Light: hol_load_rows, on one warm server (a start is minutes)
         if not tasks:
             notes.setdefault("skipped", []).append(f"load rows: no {system} tasks")
             continue
@@ -610,19 +655,40 @@ def load_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     t1 = time.perf_counter()
     with BusyLoops(2):
         busy = run_fixed(checks)
-    notes["load_phases_s"] = {"idle": round(t1 - t0, 1), "oversubscribed": round(time.perf_counter() - t1, 1)}
+    phases = {"idle": round(t1 - t0, 1), "oversubscribed": round(time.perf_counter() - t1, 1)}
     rows: list[Row] = []
-    flips: list[str] = []
     for system in sorted({t.system for t, _, _ in checks}):
         idx = [i for i, (t, _, _) in enumerate(checks) if t.system == system]
-        decided = [i for i in idx if idle[i] in ("OK", "FAIL", "CHEATING") or busy[i] in ("OK", "FAIL", "CHEATING")]
-        differ = [i for i in decided if idle[i] != busy[i]]
-        flips += [f"{checks[i][0].id} ({checks[i][2]}): {idle[i]} -> {busy[i]}" for i in differ]
-        rows.append(Row(f"{system}: OK/FAIL/CHEATING verdicts that flip, idle / under 2x CPU oversubscription "
-                        f"({len(idx)} fixed checks: honest, cheats, failing, near the timeout)",
-                        f"{len(differ)} of {len(decided)}", "0", float(len(differ)), "0 flips", not differ))
-    notes["load_flips"] = flips or "none"
+        rows.append(_flip_row(system, [checks[i] for i in idx], [idle[i] for i in idx], [busy[i] for i in idx],
+                              notes, "fresh verifier per phase"))
+        notes.setdefault("load_phases_s", {})[system] = phases
+    if args.hol:
+        from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+        try:
+            with HolLightVerifier(progress=False) as verifier:
+                rows += hol_load_rows(verifier, notes)
+        except Exception as exc:  # noqa: BLE001 - HOL Light not installed here is a note, not a crash
+            notes.setdefault("skipped", []).append(f"load rows on hol_light: {type(exc).__name__}: {exc}")
     return rows
+
+
+def _flip_row(system: str, checks: list[tuple[Task, str, str]], idle: list[str], busy: list[str],
+              notes: dict[str, Any], how: str) -> Row:
+    """The load row of one system: its OK/FAIL/CHEATING verdicts that differ between the two phases (a check
+    decided in either phase counts), with each kind's verdicts kept in the notes."""
+    decided = [i for i in range(len(checks)) if {idle[i], busy[i]} & {"OK", "FAIL", "CHEATING"}]
+    differ = [i for i in decided if idle[i] != busy[i]]
+    notes.setdefault("load_flips", []).extend(
+        f"{checks[i][0].id} ({checks[i][2]}): {idle[i]} -> {busy[i]}" for i in differ)
+    kinds: dict[str, str] = {}
+    for (_, _, kind), a, b in zip(checks, idle, busy, strict=True):
+        kinds.setdefault(kind, "")
+        kinds[kind] += ("," if kinds[kind] else "") + (a if a == b else f"{a}->{b}")
+    notes.setdefault("load_verdicts", {})[system] = kinds
+    return Row(f"{system}: OK/FAIL/CHEATING verdicts that flip, idle / under 2x CPU oversubscription "
+               f"({len(checks)} fixed checks: honest, cheats, failing, near the timeout; {how})",
+               f"{len(differ)} of {len(decided)}", "0", float(len(differ)), "0 flips", not differ)
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -731,6 +797,7 @@ def hol_overhead_rows(verifier: Any, tasks: list[Task], checks: int, notes: dict
     over: list[float] = []
     server_part: list[float] = []
     walls: list[float] = []
+    phases: dict[str, list[float]] = {}
     for i in range(checks):
         task = tasks[i % len(tasks)]
         result = verifier.check(task, task.reference_proof)
@@ -740,10 +807,18 @@ def hol_overhead_rows(verifier: Any, tasks: list[Task], checks: int, notes: dict
         walls.append(result.wall_s)
         over.append(result.wall_s - times[1])
         server_part.append(result.wall_s - times[0] - times[1])
+        timeline = verifier.worker_timeline()
+        if timeline is not None:
+            for phase, seconds in timeline.items():
+                phases.setdefault(phase, []).append(seconds)
     ms = {k: round(1000 * _pct(v, q), 2) for k, v, q in (
         ("overhead_p50", over, 0.5), ("overhead_p95", over, 0.95), ("fork_server_p50", server_part, 0.5),
         ("fork_server_p95", server_part, 0.95), ("check_p50", walls, 0.5))}
     notes["hol_overhead_ms"] = {**ms, "checks": len(over), "tasks": [t.id for t in tasks]}
+    # Where it goes: each phase's p50 (their sum need not be the p50 check) and share of the summed time.
+    total = sum(sum(v) for v in phases.values()) or 1.0
+    notes["hol_timeline_ms"] = {phase: f"{1000 * _pct(v, 0.5):.2f} p50, {100 * sum(v) / total:.0f}%"
+                                for phase, v in phases.items()}
     return [
         Row(f"HOL Light fork overhead, p50 over {len(over)} warm checks: a check - its tactic's own time (the "
             "worker's clock) / the check", f"{ms['overhead_p50']:.2f} ms", f"{ms['check_p50']:.2f} ms",
@@ -765,22 +840,94 @@ def hol_load_rows(verifier: Any, notes: dict[str, Any]) -> list[Row]:
     for task in HOL_LIGHT_TASKS:
         ref, cheat, failing = grpo_attempts(task, 3)
         checks += [(task, ref, "honest"), (task, cheat, "cheat"), (task, failing, "failing")]
+        verifier.check(task, ref)  # the first check may start the server (minutes): the second is timed
         wall = verifier.check(task, ref).wall_s
         if wall > slowest_s:
             slowest, slowest_s = task, wall
     near = replace(slowest, id=slowest.id + ".near_timeout", timeout_s=max(0.05, 1.5 * slowest_s))
     checks.append((near, near.reference_proof, "near timeout"))
     notes.setdefault("near_timeout_s", {})["hol_light"] = round(near.timeout_s, 3)
+    t0 = time.perf_counter()
     idle = [verifier.check(t, p).verdict.value for t, p, _ in checks]
+    t1 = time.perf_counter()
     with BusyLoops(2):
         busy = [verifier.check(t, p).verdict.value for t, p, _ in checks]
-    decided = [i for i in range(len(checks)) if {idle[i], busy[i]} & {"OK", "FAIL", "CHEATING"}]
-    differ = [i for i in decided if idle[i] != busy[i]]
-    notes["load_flips"] = [f"{checks[i][0].id} ({checks[i][2]}): {idle[i]} -> {busy[i]}" for i in differ] or "none"
-    notes["load_phases_s"] = "one warm HOL Light verifier for both phases"
-    return [Row(f"hol_light: OK/FAIL/CHEATING verdicts that flip, idle / under 2x CPU oversubscription "
-                f"({len(checks)} fixed checks: honest, cheats, failing, near the timeout; one warm server)",
-                f"{len(differ)} of {len(decided)}", "0", float(len(differ)), "0 flips", not differ)]
+    notes.setdefault("load_phases_s", {})["hol_light"] = {
+        "idle": round(t1 - t0, 1), "oversubscribed": round(time.perf_counter() - t1, 1)}
+    return [_flip_row("hol_light", checks, idle, busy, notes, "one warm server for both phases")]
+
+
+#: A failing HOL Light attempt with a large verdict: a 3 KB failure message (the reasons of a verdict over the
+#: root's and zygotes' small-frame size, the growth the framing fix in boot.ml's pg_send is about).
+HOL_LARGE_FAIL = "FAIL_TAC (String.make 3000 (Char.chr 120))"
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over xs (0 where xs do not vary)."""
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def hol_growth_rows(verifier: Any, tasks: list[Task], checks: int, notes: dict[str, Any],
+                    every: int = 100) -> list[Row]:
+    """Whether the root and the zygotes grow per check: ``checks`` warm checks cycling over ``tasks``' contexts
+    (the reference, a 3 KB failure message, a cheat, a failing tactic), the root's RSS and each zygote's
+    private memory read (STATS) every ``every`` checks; the least-squares growth per check, and how many checks
+    the recycle bounds (``server_max_growth_bytes``, ``zygote_max_growth_bytes``) allow at that rate."""
+    from proofgym.envs.verifiers.hol_light.verifier import context_key
+
+    work = [(t, p) for t in tasks for p in (t.reference_proof, HOL_LARGE_FAIL, "CHEAT_TAC", "REFL_TAC")]
+    for task, proof in work:  # every context loaded, every kind of verdict seen once, before the first reading
+        verifier.check(task, proof)
+    server = verifier.server(str(tasks[0].metadata.get("base", "plain")))
+    keys = list(dict.fromkeys(context_key(t.context) for t in tasks))
+    xs: list[float] = []
+    root: list[int] = []
+    zyg: dict[str, list[int]] = {k: [] for k in keys}
+    verdicts: dict[str, int] = {}
+    for i in range(checks + 1):
+        if i % every == 0:
+            sizes = server.stats()
+            if any(k not in sizes for k in keys):
+                raise RuntimeError(f"a zygote was evicted or recycled during the growth run at check {i}")
+            xs.append(i)
+            root.append(sizes["root"][0])
+            for k in keys:
+                zyg[k].append(sizes[k][1])
+        if i < checks:
+            task, proof = work[i % len(work)]
+            v = verifier.check(task, proof).verdict.value
+            verdicts[v] = verdicts.get(v, 0) + 1
+    root_b = _slope(xs, root)
+    # A fresh zygote's private memory first climbs by its minor heap (32 MB at s=4M words: each page is copied
+    # from the root on its first write), once; the growth that stays is the slope over the second half.
+    half = len(xs) // 2
+    zyg_b = {k: _slope(xs[half:], v[half:]) for k, v in zyg.items()}
+    worst = max(zyg_b.values())
+    cfg = verifier.config
+    notes["hol_growth"] = {
+        "checks": checks, "every": every, "verdicts": verdicts, "root_rss_mib": [round(r / MIB, 1) for r in root],
+        "root_b_per_check": round(root_b), "zygote_private_mib": {k[:8]: [round(x / MIB, 1) for x in v]
+                                                                   for k, v in zyg.items()},
+        "zygote_b_per_check": {k[:8]: round(v) for k, v in zyg_b.items()},
+        "server_max_growth_bytes": cfg.server_max_growth_bytes, "zygote_max_growth_bytes": cfg.zygote_max_growth_bytes}
+
+    def until(bound: int, rate: float) -> str:
+        return f"{bound / rate:,.0f} checks" if rate > 1 else "never (flat)"
+
+    return [
+        Row(f"HOL Light root: RSS growth per check (least squares over {checks} warm checks on {len(keys)} contexts, "
+            "a quarter of them with a 3 KB failure message) / the recycle bound server_max_growth_bytes",
+            f"{root_b / 1024:.2f} KiB", f"{cfg.server_max_growth_bytes / MIB:.0f} MiB",
+            root_b / max(cfg.server_max_growth_bytes, 1), "recycled before it matters",
+            True if cfg.server_max_growth_bytes else None),
+        Row("HOL Light zygote: private-memory growth per check over the second half of the run (after the one-time "
+            "copy of its minor heap), the worst of the contexts / the recycle bound zygote_max_growth_bytes", f"{worst / 1024:.2f} KiB", f"{cfg.zygote_max_growth_bytes / MIB:.0f} MiB",
+            worst / max(cfg.zygote_max_growth_bytes, 1), "", None),
+    ] + [Row(f"HOL Light: checks until a recycle at this rate ({what})", until(bound, rate), "", 0.0)
+         for what, bound, rate in (("root", cfg.server_max_growth_bytes, root_b),
+                                   ("zygote", cfg.zygote_max_growth_bytes, worst))]
 
 
 def hol_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
@@ -792,8 +939,11 @@ def hol_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
     try:
         with HolLightVerifier(progress=False) as verifier:
             rows += hol_load_rows(verifier, notes)
-            rows += hol_overhead_rows(verifier, _hol_tasks(args)[: max(1, args.hol_overhead_tasks)],
-                                      args.hol_overhead_checks, notes)
+            tasks = _hol_tasks(args)[: max(1, args.hol_overhead_tasks)]
+            rows += hol_overhead_rows(verifier, tasks, args.hol_overhead_checks, notes)
+            if args.hol_growth_checks:
+                # two contexts: each zygote serves enough checks to be past the copy of its minor heap at half-time
+                rows += hol_growth_rows(verifier, tasks[:2], args.hol_growth_checks, notes)
     except Exception as exc:  # noqa: BLE001 - HOL Light not installed here is a note, not a crash
         notes.setdefault("skipped", []).append(f"HOL Light load / overhead rows: {type(exc).__name__}: {exc}")
     return rows
@@ -935,9 +1085,9 @@ END = "<!-- bench.py output: end -->"
 
 
 def markers(rows: list[str]) -> tuple[str, str]:
-    """The markers of the block that ``--rows`` writes: the default set has the historical ones, so each set
-    of rows is regenerated on its own without erasing the others."""
-    if sorted(rows) == ["core", "grpo"]:
+    """The markers of the block that ``--rows`` writes: the core rows (alone or with the GRPO rows, the default
+    set) have the historical ones, so each set of rows is regenerated on its own without erasing the others."""
+    if sorted(rows) in (["core"], ["core", "grpo"]):
         return BEGIN, END
     tag = "+".join(sorted(rows))
     return (f"<!-- bench.py output ({tag}): begin (regenerated by scripts/bench.py --rows {' '.join(sorted(rows))} "
@@ -996,6 +1146,8 @@ def main(argv: list[str] | None = None) -> int:
                              "cold run; default all three); the whole-file checks run beside the first")
     parser.add_argument("--no-grpo-dafny", dest="grpo_dafny", action="store_false",
                         help="skip the GRPO batch on dafny-nl")
+    parser.add_argument("--no-grpo-coq", dest="grpo_coq", action="store_false",
+                        help="skip the GRPO batch on coq-stdlib (e.g. to run dafny-nl's alone)")
     parser.add_argument("--spill-at", type=int, default=0,
                         help="the pool's spill_at in the GRPO batch (default 0, the pool's default: an idle worker "
                              "takes checks by their contexts' loads; N > 0 adds the older spill at submit)")
@@ -1006,6 +1158,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="warm checks of the HOL Light fork-overhead row (default 100)")
     parser.add_argument("--hol-overhead-tasks", type=int, default=4,
                         help="tasks (contexts) of the HOL Light fork-overhead row, from --hol-suite (default 4)")
+    parser.add_argument("--hol-growth-checks", type=int, default=1600,
+                        help="warm checks of the HOL Light growth rows (root and zygote memory per check; 0: none)")
     parser.add_argument("--load-tasks", type=int, default=4,
                         help="tasks per system in the load rows (Coq: the tiny suite; Dafny: dafny-nl; default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the GRPO batch's draw (default 0)")
@@ -1021,20 +1175,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     load_start = os.getloadavg()
-    rows, notes = build_rows(args) if "core" in args.rows else ([], {})
-    if "grpo" in args.rows:
-        rows += grpo_rows(args, notes)
-    if "train" in args.rows:
-        rows += grpo_train_rows(args, notes)
-    if "load" in args.rows:
-        rows += load_rows(args, notes)
-    if "hol" in args.rows:
-        rows += hol_rows(args, notes)
+    with LoadSampler() as load:
+        rows, notes = build_rows(args) if "core" in args.rows else ([], {})
+        if "grpo" in args.rows:
+            rows += grpo_rows(args, notes)
+        if "train" in args.rows:
+            rows += grpo_train_rows(args, notes)
+        if "load" in args.rows:
+            rows += load_rows(args, notes)
+        if "hol" in args.rows:
+            rows += hol_rows(args, notes)
+    notes["load_average"] = load.summary()
     table = render(rows)
-    if notes.get("grpo") or notes.get("grpo_hol_light"):
+    grpo_runs = {**notes.get("grpo", {}), **notes.get("grpo_dafny", {}), **notes.get("grpo_hol_light", {})}
+    if grpo_runs:
         table += "\n\nGRPO-shaped batches (latency: the checks that ran, a verdict-cache answer is not one; load "\
-                 "share: seconds loading contexts / seconds of those checks):\n\n" + \
-                 grpo_table({**notes.get("grpo", {}), **notes.get("grpo_hol_light", {})})
+                 "share: seconds loading contexts / seconds of those checks, where the verifier times its loads):\n\n" \
+                 + grpo_table(grpo_runs)
     print(table)
     for key, value in notes.items():
         print(f"{key}: {value}")
@@ -1054,10 +1211,14 @@ def main(argv: list[str] | None = None) -> int:
             (f"P1 tasks (warm ms each): {notes['warm_ms_per_task']}. Peak processes per run (workers + sandboxed "
              f"provers): {notes['processes_peak']}. Recovery: {notes['recovery']}." if "core" in args.rows else "")
             + (f" Skipped: {'; '.join(notes['skipped'])}." if notes.get("skipped") else "")
-            + (f" Load rows: flips {notes['load_flips']}; near-timeout tasks' timeout_s {notes['near_timeout_s']}; "
-               f"seconds per phase {notes['load_phases_s']}."
+            + (f" Load rows: flips {notes['load_flips'] or 'none'}; verdicts per kind (idle, '->' where the "
+               f"oversubscribed phase differs) {notes.get('load_verdicts')}; near-timeout tasks' timeout_s "
+               f"{notes.get('near_timeout_s')}; seconds per phase {notes.get('load_phases_s')}."
                if "load_flips" in notes else "")
-            + (f" HOL Light fork overhead (ms): {notes['hol_overhead_ms']}." if "hol_overhead_ms" in notes else ""),
+            + (f" HOL Light fork overhead (ms): {notes['hol_overhead_ms']}; where a warm check's time goes (ms, "
+               f"worker_timeline): {notes.get('hol_timeline_ms')}." if "hol_overhead_ms" in notes else "")
+            + (f" HOL Light growth: {notes['hol_growth']}." if "hol_growth" in notes else "")
+            + f" Load average (1 min) during the run: {load.summary()}.",
             end,
         ])
         write_block(Path(args.write), block, begin, end)

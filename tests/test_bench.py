@@ -71,3 +71,28 @@ def test_each_row_set_writes_its_own_block(bench, tmp_path: Path):
     bench.write_block(page, f"{begin}\nload table 2\n{end}", begin, end)
     assert page.read_text().count("load table") == 1 and "load table 2" in page.read_text()
     assert bench.markers(["grpo", "core"]) == (bench.BEGIN, bench.END)
+
+
+def test_the_core_rows_alone_write_the_default_block(bench):
+    assert bench.markers(["core"]) == (bench.BEGIN, bench.END)
+    assert bench.markers(["hol"])[0] != bench.BEGIN
+
+
+def test_a_flip_row_counts_decided_verdicts_that_differ(bench):
+    task = _tasks(1, 1)[0]
+    checks = [(task, "a", "honest"), (task, "b", "cheat"), (task, "c", "near timeout"), (task, "d", "failing")]
+    notes: dict = {}
+    row = bench._flip_row("coq", checks, ["OK", "CHEATING", "OK", "ERROR"], ["OK", "CHEATING", "TIMEOUT", "ERROR"],
+                          notes, "test")
+    # OK -> TIMEOUT is a flip (decided in one phase); ERROR in both is not decided, so not counted
+    assert row.a == "1 of 3" and row.met is False
+    assert notes["load_flips"] == ["t.0.0 (near timeout): OK -> TIMEOUT"]
+    assert notes["load_verdicts"]["coq"]["near timeout"] == "OK->TIMEOUT"
+    same = bench._flip_row("coq", checks[:2], ["OK", "CHEATING"], ["OK", "CHEATING"], {}, "test")
+    assert same.a == "0 of 2" and same.met is True
+
+
+def test_growth_per_check_is_the_least_squares_slope(bench):
+    assert bench._slope([0, 100, 200, 300], [10, 10, 10, 10]) == 0
+    assert bench._slope([0, 100, 200, 300], [0, 2048, 4096, 6144]) == 20.48
+    assert bench._slope([5], [7]) == 0.0

@@ -2,7 +2,8 @@
 
 Whether a verdict stays the same on a busy machine is a timing question and is measured by ``scripts/bench.py
 --rows load``, not here. Here: Coq's ``timeout_clock="cpu"`` stops a CPU-bound loop at the prover's CPU budget
-(the wall-clock backstop is far off), and Dafny's ``rlimit`` is passed to z3, so that a budget too small for the
+(the wall-clock backstop is far off; HOL Light's is tested on the warm server in test_hol_light.py), and Dafny's
+``rlimit`` is passed to z3, so that a budget too small for the
 reference proof is TIMEOUT (out of resource), never FAIL.
 """
 
@@ -29,6 +30,12 @@ def test_bad_budget_options_are_refused_before_any_prover_starts():
         CoqVerifier(timeout_clock="cpu", wall_backstop=0.5)
     with pytest.raises(ValueError, match="rlimit"):
         DafnyVerifier(rlimit=-1)
+    from proofgym.envs.verifiers.hol_light import HolLightVerifier
+
+    with pytest.raises(ValueError, match="timeout_clock"):
+        HolLightVerifier(timeout_clock="gpu")
+    with pytest.raises(ValueError, match="wall_backstop"):
+        HolLightVerifier(timeout_clock="cpu", wall_backstop=0.5)
 
 
 @pytest.mark.prover

@@ -101,6 +101,23 @@ def test_loop_is_timeout_and_memory_bomb_is_error(hol):
     assert_honest_still_right(hol)
 
 
+def test_a_cpu_bound_loop_hits_the_cpu_budget_and_the_default_clock_is_the_wall(hol):
+    """With ``timeout_clock="cpu"`` (README, TIMEOUT policy) a spinning tactic is stopped by the worker's CPU seconds,
+    not by the wall-clock backstop (30 x timeout_s here), and says so; honest proofs still pass on the same server."""
+    spinning = "let rec f n = if n < 0 then ALL_TAC else f (n + 1) in f 0"
+    saved = hol.config
+    hol.config = replace(saved, timeout_clock="cpu", wall_backstop=30)
+    try:
+        result = hol.check(replace(TRUE, timeout_s=1), spinning)
+        assert result.verdict is Verdict.TIMEOUT and "CPU seconds" in result.reasons[0], result
+        assert hol.check(TRUE, "ARITH_TAC").ok
+    finally:
+        hol.config = saved
+    wall = hol.check(replace(TRUE, timeout_s=1), spinning)
+    assert wall.verdict is Verdict.TIMEOUT and "CPU" not in wall.reasons[0], wall
+    assert_honest_still_right(hol)
+
+
 def test_context_names_are_usable_and_context_failures_are_task_errors(hol):
     from proofgym.envs.verifiers.hol_light import ContextLoadError
 

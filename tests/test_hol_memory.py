@@ -124,6 +124,55 @@ def test_the_worker_reports_its_tactics_time_and_none_where_no_tactic_ran(hol):
     assert hol.stats["tactic_us"] >= before
 
 
+@pytest.mark.prover
+def test_the_timeline_of_a_check_names_every_phase_and_agrees_with_the_workers_clock(hol):
+    assert hol.check(T("1 + 1 = 2"), "ARITH_TAC").ok
+    timeline, times = hol.worker_timeline(), hol.worker_times()
+    assert timeline is not None and times is not None
+    assert set(timeline) == {"to_zygote", "fork", "worker_start", "prep", "tactic", "reply", "exit", "reap",
+                             "to_client"}
+    assert (timeline["prep"], timeline["tactic"]) == times
+    assert hol.check(T("1 + 1 = 2"), "CHEAT_TAC").verdict is Verdict.CHEATING  # refused before any tactic ran
+    assert hol.worker_timeline() is None
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process under ``pid``, from /proc."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append((int(name), fields[0]))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child[0])
+    return out
+
+
+@pytest.mark.prover
+def test_workers_answered_before_their_exit_are_all_reaped(hol):
+    """The zygote answers once a worker has written its verdict and closed its pipes, before the exit ends: every
+    such worker is still reaped (no zombie, nothing left) while the zygote waits for its next check."""
+    import time
+
+    task = T("1 + 1 = 2", _fresh_context("REAP"))
+    verdicts = [hol.check(task, proof).verdict for proof in ("ARITH_TAC", "ALL_TAC", "REFL_TAC") * 5]
+    assert verdicts == [Verdict.OK, Verdict.FAIL, Verdict.FAIL] * 5
+    server = hol.server("plain")
+    keep = len(server.zygotes) + 2  # bwrap's init (its child: the root), the root's zygotes, and the root
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_descendants(server.proc.pid)) > keep:
+        time.sleep(0.05)
+    left = _descendants(server.proc.pid)
+    assert len(left) <= keep and not [p for p in left if p[1] == "Z"], left
+
+
 # ---------------------------------------------------------------------------------------------
 # recycling: the rule, on a server whose root is a stand-in process (no HOL Light load)
 

@@ -755,6 +755,19 @@ let pg_field_kb text field =
 let pg_mem_kb pid field =
   match pg_field_kb (pg_read_proc (Printf.sprintf "/proc/%s/status" pid)) field with Some k -> k | None -> 0
 
+(* CPU milliseconds (user + system) a process has used, from /proc/<pid>/stat (fields 14 and 15, in ticks of
+   USER_HZ, which Linux fixes at 100 for /proc); 0 where it cannot be read. The zygote reads its workers'
+   every pass of its loop (at least every 50 ms while one runs) for the CPU-time budget. *)
+let pg_cpu_ms pid =
+  let text = pg_read_proc (Printf.sprintf "/proc/%d/stat" pid) in
+  match String.rindex_opt text ')' with
+  | Some i when i + 2 < String.length text ->
+      (match String.split_on_char ' ' (String.sub text (i + 2) (String.length text - i - 2)) with
+       | _ :: _ :: _ :: _ :: _ :: _ :: _ :: _ :: _ :: _ :: _ :: utime :: stime :: _ ->
+           (try 10 * (int_of_string utime + int_of_string stime) with Failure _ -> 0)
+       | _ -> 0)
+  | _ -> 0
+
 (* What a forked process holds of its own (USS: Private_Clean + Private_Dirty of smaps_rollup); the rest
    of its RSS is the root's pages, shared copy-on-write. The zygote budget counts this. Where
    smaps_rollup cannot be read (a kernel before 4.14, a /proc that hides it) it is the full VmRSS: a
@@ -842,7 +855,9 @@ let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
   let reply o =
     let reasons = List.map (pg_cap 4096) (List.filteri (fun i _ -> i < 16) o.reasons) in
     let us a b = string_of_int (int_of_float ((b -. a) *. 1e6)) in
-    let timing = if !t_done > 0.0 then us t_start !t_run ^ " " ^ us !t_run !t_done else "" in
+    let abs_us t = Printf.sprintf "%.0f" (t *. 1e6) in
+    let timing = if !t_done > 0.0 then us t_start !t_run ^ " " ^ us !t_run !t_done ^ " " ^ abs_us t_start ^ " "
+                                       ^ abs_us (Unix.gettimeofday ()) else "" in
     pg_send verdict_fd "V" "0" [o.verdict; o.category; String.concat "\n" reasons; pg_cap pg_text_cap o.detail; o.goals;
                                 timing] in
   let outcome =
@@ -893,6 +908,9 @@ let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
     | Stack_overflow -> pg_outcome "ERROR" "resource" ["the tactic overflowed the stack"]
     | e -> pg_outcome "ERROR" "other" ["unexpected exception in the checker: " ^ Printexc.to_string e] in
   (try flush stdout; flush stderr; reply outcome with _ -> ());
+  (* Both pipes closed before the exit, whose teardown of the address space (a fork of the zygote: hundreds of
+     MB of page tables) is the slowest part of it: the zygote answers at the verdict, then reaps (see below). *)
+  List.iter (fun fd -> try Unix.close fd with _ -> ()) [verdict_fd; Unix.stdout; Unix.stderr];
   Unix._exit 0
 
 (* ------------------------------------------------------------------------------------------ *)
@@ -900,7 +918,9 @@ let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
 
 type pg_job = {
   jid : string; jpid : int; jverdict : Unix.file_descr; jout : Unix.file_descr; jdeadline : float;
-  jstart : float; jmem_kb : int; vbuf : Buffer.t; obuf : Buffer.t; mutable vdone : bool; mutable odone : bool;
+  jstart : float; jforked : float; mutable jeof : float;
+  jcpu_ms : int;  (* a CPU-time budget (0: none, the deadline is wall time); jdeadline is then its backstop *)
+  jmem_kb : int; vbuf : Buffer.t; obuf : Buffer.t; mutable vdone : bool; mutable odone : bool;
   mutable killed : string; }
 
 let pg_max_output = 65536
@@ -930,16 +950,23 @@ let pg_parse_verdict buf =
 let pg_zygote ~cmd_fd ~res_fd =
   let r = pg_reader cmd_fd in
   let jobs : pg_job list ref = ref [] in
-  let finish j status =
+  let exiting : int list ref = ref [] in  (* workers answered for that have not been reaped yet *)
+  let finish ?parsed j status =
     let wall_ms = int_of_float ((Unix.gettimeofday () -. j.jstart) *. 1000.) in
     let output = pg_tail (Buffer.contents j.obuf) 4000 in
     let verdict, category, reasons, detail, goals, timing =
-      if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "", "")
+      if j.killed = "timeout" && j.jcpu_ms > 0 then
+        ("TIMEOUT", "timeout", "the tactic ran past the wall-clock backstop of its CPU-time budget and was killed",
+         "", "", "")
+      else if j.killed = "timeout" then ("TIMEOUT", "timeout", "the tactic ran past its deadline and was killed", "", "", "")
+      else if j.killed = "cpu" then
+        ("TIMEOUT", "timeout", Printf.sprintf "the worker used its %g CPU seconds and was killed"
+                                 (float j.jcpu_ms /. 1000.), "", "", "")
       else if j.killed = "memory" then ("ERROR", "resource", "the tactic used more memory than allowed and was killed", "", "", "")
       else if Buffer.length j.vbuf >= pg_max_verdict then
         (* cannot happen with the caps above; if it does, say so: it is not a dead worker to retry *)
         ("ERROR", "resource", "the worker's verdict was over the frame limit and was dropped", "", "", "")
-      else match pg_parse_verdict j.vbuf with
+      else match (match parsed with Some _ -> parsed | None -> pg_parse_verdict j.vbuf) with
         | Some v -> v
         | None ->
             let how = match status with
@@ -948,11 +975,16 @@ let pg_zygote ~cmd_fd ~res_fd =
               | Unix.WSTOPPED s -> Printf.sprintf "stopped by signal %d" s in
             ("ERROR", "resource", "the worker " ^ how ^ " without a verdict", "", "", "") in
     let messages = String.concat "\n" (List.filter (fun s -> s <> "") [detail; output]) in
+    (* the zygote's clock of the same attempt, beside the worker's (see HolLightVerifier.worker_timeline) *)
+    let timing = if timing = "" then "" else
+        Printf.sprintf "%s %.0f %.0f %.0f %.0f" timing (j.jstart *. 1e6) (j.jforked *. 1e6) (j.jeof *. 1e6)
+          (Unix.gettimeofday () *. 1e6) in
     pg_send res_fd "RESULT" j.jid [verdict; category; reasons; messages; string_of_int wall_ms; goals; timing] in
-  let start_job id goal proof timeout_ms mem_bytes uid =
+  let start_job id goal proof timeout_ms mem_bytes uid cpu_ms =
     let vr, vw = Unix.pipe ~cloexec:false () in
     let or_, ow = Unix.pipe ~cloexec:false () in
     let cpu_s = timeout_ms / 1000 + 5 in
+    let before_fork = Unix.gettimeofday () in
     match Unix.fork () with
     | exception Unix.Unix_error (err, _, _) ->  (* the pids cgroup is full: this attempt fails, the zygote lives *)
         List.iter Unix.close [vr; vw; or_; ow];
@@ -966,7 +998,7 @@ let pg_zygote ~cmd_fd ~res_fd =
         Unix.set_nonblock vr; Unix.set_nonblock or_;
         let now = Unix.gettimeofday () in
         jobs := { jid = id; jpid = pid; jverdict = vr; jout = or_; jdeadline = now +. float timeout_ms /. 1000.;
-                  jstart = now; jmem_kb = mem_bytes / 1024; vbuf = Buffer.create 1024; obuf = Buffer.create 1024;
+                  jstart = before_fork; jforked = now; jeof = 0.0; jcpu_ms = cpu_ms; jmem_kb = mem_bytes / 1024; vbuf = Buffer.create 1024; obuf = Buffer.create 1024;
                   vdone = false; odone = false; killed = "" } :: !jobs in
   let kill j why = if j.killed = "" then j.killed <- why; (try Unix.kill j.jpid Sys.sigkill with _ -> ()) in
   while true do
@@ -974,7 +1006,7 @@ let pg_zygote ~cmd_fd ~res_fd =
     let now = Unix.gettimeofday () in
     let wait =
       if pg_frame_buffered r then 0.0
-      else if !jobs = [] then -1.0
+      else if !jobs = [] then (if !exiting = [] then -1.0 else 0.005)  (* an answered worker is still exiting *)
       (* a worker whose pipes are both closed is exiting: look for its exit status again soon, not in 50 ms *)
       else let poll = if List.exists (fun j -> j.vdone && j.odone) !jobs then 0.001 else 0.05 in
         List.fold_left (fun acc j -> min acc (max 0.0 (j.jdeadline -. now))) poll !jobs in
@@ -982,20 +1014,36 @@ let pg_zygote ~cmd_fd ~res_fd =
       | (rd, _, _) -> rd | exception Unix.Unix_error (Unix.EINTR, _, _) -> [] in
     if List.mem cmd_fd readable || pg_frame_buffered r then begin
       match pg_read_frame r with
-      | ("CHECK", id, [goal; proof; timeout_ms; mem_bytes; uid]) ->
+      | ("CHECK", id, [goal; proof; timeout_ms; mem_bytes; uid; cpu_ms]) ->
           start_job id goal proof (int_of_string timeout_ms) (int_of_string mem_bytes) (int_of_string uid)
+            (int_of_string cpu_ms)
       | ("QUIT", _, _) -> Unix._exit 0
       | (tag, _, _) -> pg_log "zygote: unknown command %s" tag
       | exception (Pg_eof | Failure _) -> List.iter (fun j -> kill j "") !jobs; Unix._exit 0
     end;
     List.iter (fun j ->
-      if List.mem j.jverdict readable then j.vdone <- pg_drain j.jverdict j.vbuf pg_max_verdict = `Eof;
+      if List.mem j.jverdict readable then begin
+        j.vdone <- pg_drain j.jverdict j.vbuf pg_max_verdict = `Eof;
+        if j.vdone then j.jeof <- Unix.gettimeofday ()
+      end;
       if List.mem j.jout readable then j.odone <- pg_drain j.jout j.obuf pg_max_output = `Eof) !jobs;
     let now = Unix.gettimeofday () in
     List.iter (fun j ->
       if j.killed = "" && now >= j.jdeadline then kill j "timeout"
+      else if j.killed = "" && j.jcpu_ms > 0 && pg_cpu_ms j.jpid >= j.jcpu_ms then kill j "cpu"
       else if j.killed = "" && pg_mem_kb (string_of_int j.jpid) "VmRSS" > j.jmem_kb then kill j "memory") !jobs;
+    exiting := List.filter (fun pid ->
+        match Unix.waitpid [Unix.WNOHANG] pid with (0, _) -> true | _ -> false | exception Unix.Unix_error _ -> false)
+        !exiting;
     jobs := List.filter (fun j ->
+      (* Both pipes at their end with a well-formed verdict in: the worker wrote it and closed them (its last
+         act before _exit), so it is answered now, not after its exit; it is reaped later. Anything else (a
+         worker killed, one that died without a verdict) waits for the exit status, as the verdict says how. *)
+      let parsed = if j.killed = "" && j.vdone && j.odone then pg_parse_verdict j.vbuf else None in
+      if parsed <> None then begin
+        Unix.close j.jverdict; Unix.close j.jout;
+        finish ?parsed j (Unix.WEXITED 0); exiting := j.jpid :: !exiting; false
+      end else
       let gone = match Unix.waitpid [Unix.WNOHANG] j.jpid with
         | (0, _) -> None | (_, st) -> Some st | exception Unix.Unix_error _ -> Some (Unix.WEXITED 255) in
       match gone with
@@ -1135,14 +1183,17 @@ let pg_root () =
           (match Hashtbl.find_opt zygotes key with Some z -> reap z | None -> ());
           Format.print_flush (); Format.pp_print_flush Format.err_formatter (); flush stdout; flush stderr;
           new_zygote id key text (int_of_string timeout_ms)
-      | ("CHECK", id, [key; goal; proof; timeout_ms; mem_bytes]) ->
+      | ("CHECK", id, ([key; goal; proof; timeout_ms; mem_bytes] | [key; goal; proof; timeout_ms; mem_bytes; _]
+                       as fields)) ->
+          (* the sixth field, where there is one, is a CPU-time budget (HolLightConfig.timeout_clock="cpu") *)
+          let cpu_ms = match fields with [_; _; _; _; _; c] -> c | _ -> "0" in
           (match Hashtbl.find_opt zygotes key with
            | None -> out "RESULT" id ["ERROR"; "resource"; "no zygote for this context (it was evicted or died)"; ""; "0"; ""]
            | Some z ->
                incr uid_counter;
                let uid = if !pg_uid_separation then PG_CONFIG_uid_base + (!uid_counter mod 60000) else 0 in
                z.zjobs <- id :: z.zjobs;
-               (try pg_send z.zcmd "CHECK" id [goal; proof; timeout_ms; mem_bytes; string_of_int uid]
+               (try pg_send z.zcmd "CHECK" id [goal; proof; timeout_ms; mem_bytes; string_of_int uid; cpu_ms]
                 with _ -> lost z "its command pipe is closed"))
       | ("EVICT", id, [key]) ->
           (match Hashtbl.find_opt zygotes key with
