@@ -103,3 +103,34 @@ def test_sampling_gives_one_completion_per_row(tiny):
     assert logprobs is None
     assert len(completions) == len(prompts)
     assert all(1 <= len(c) <= 10 for c in completions)
+
+
+def test_the_grpo_trainer_generates_a_group_with_one_prefill_per_prompt(tiny, monkeypatch):
+    """ProofGRPOTrainer's transformers path: TRL's batch (each prompt num_generations times) through the shared path."""
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+
+    from proofgym.training import generation
+    from proofgym.training.grpo_trainer import ProofGRPOTrainer
+
+    model, tok = tiny
+    prompts = _prompts(tok)
+    calls = []
+    real = generation.generate_shared_prefix
+    monkeypatch.setattr(generation, "generate_shared_prefix", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    config = GenerationConfig(max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id,
+                              eos_token_id=tok.eos_token_id)
+    accelerator = Accelerator(cpu=True)
+    stand_in = SimpleNamespace(
+        use_vllm=False, use_transformers_continuous_batching=False, _is_vlm=False, pad_to_multiple_of=None,
+        model_wrapped=model, accelerator=accelerator, generation_kwargs={}, generation_config=config,
+        args=SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None, report_to=[]),
+        state=SimpleNamespace(global_step=0), _tokenizer=tok, eos_token_ids=[tok.eos_token_id],
+        _dist=SimpleNamespace(summon_full_params=lambda *_a, **_k: __import__("contextlib").nullcontext()))
+    completions, logprobs = ProofGRPOTrainer._generate_single_turn(stand_in, prompts, None, {}, 2)
+    assert calls == [prompts] and logprobs is None
+    expected = _plain(model, prompts, config, tok.pad_token_id)[:, max(len(p) for p in prompts):].tolist()
+    for got, row in zip(completions, expected, strict=True):  # TRL's cut: through the first EOS
+        end = next((i + 1 for i, t in enumerate(row) if t == tok.eos_token_id), len(row))
+        assert got == row[:end]
