@@ -240,7 +240,8 @@ def throughput(workers: int, tasks: list[Task], checks: int, engine: str = "loca
                repeat: int = 2) -> tuple[float, float, int, int]:
     """(checks/s, checks per CPU-second, peak RSS bytes, peak processes) of a warm pool over P1 reference proofs.
 
-    Best of ``repeat`` runs on the same warm pool: on a shared machine the best run is the one least
+    The verdict cache is off: these are the same checks again and again, and every one must run. Best of
+    ``repeat`` runs on the same warm pool: on a shared machine the best run is the one least
     disturbed by other tenants. Checks per CPU-second counts the CPU the pool's processes used, so it does
     not depend on how many cores others left free.
     """
@@ -250,9 +251,10 @@ def throughput(workers: int, tasks: list[Task], checks: int, engine: str = "loca
         from proofgym.envs.verifiers.ray_pool import RayVerifierPool
 
         ray.init(num_cpus=workers, include_dashboard=False, logging_level="error", log_to_driver=False)
-        pool: Any = RayVerifierPool(("coq",), workers_per_actor=workers, system_kwargs={"coq": {"audit": "never"}})
+        pool: Any = RayVerifierPool(("coq",), workers_per_actor=workers, system_kwargs={"coq": {"audit": "never"}},
+                                    verdict_cache=0)
     else:
-        pool = LocalVerifierPool(workers, system_kwargs={"coq": {"audit": "never"}})
+        pool = LocalVerifierPool(workers, system_kwargs={"coq": {"audit": "never"}}, verdict_cache=0)
     try:
         # Warm-up: every worker gets every context (and its allow-list cache) warm, as in a long run.
         warmup = [(t, t.reference_proof) for t in tasks for _ in range(2 * workers)]
@@ -1197,7 +1199,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key}: {value}")
     if args.write:
         command = "python scripts/bench.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
-        begin, end = markers(args.rows)
+        # the GRPO rows without Coq's batch go in a block of their own, so that Coq's stays
+        begin, end = markers(args.rows + (["nocoq"] if "grpo" in args.rows and not args.grpo_coq else []))
         block = "\n".join([
             begin,
             f"Command: `{command.strip()}` ({dt.date.today().isoformat()}, {time.monotonic() - started:.0f} s).",
