@@ -40,7 +40,8 @@ class FakeVerifier:
 
     ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``load:C:W`` -> OK after C
     seconds on a context this verifier has not seen (a context load), W on one it has; ``die`` -> SIGKILL
-    itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``raise`` ->
+    itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``wait:PATH`` -> OK once
+    PATH exists (FAIL if it does not appear within 120 s: an order a test decides, not a sleep); ``raise`` ->
     VerifierCrashed; ``raise-once:PATH`` -> VerifierCrashed unless PATH exists (and creates it); ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
     sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
     """
@@ -59,6 +60,12 @@ class FakeVerifier:
         elif verb == "load":
             cold_s, _, warm_s = arg.partition(":")
             time.sleep(float(cold_s if warm == "cold" else warm_s))
+        elif verb == "wait":
+            deadline = time.monotonic() + 120.0
+            while not os.path.exists(arg):
+                if time.monotonic() > deadline:
+                    return CheckResult(Verdict.FAIL, messages=("gave up waiting for " + arg,), backend="fake")
+                time.sleep(0.01)
         elif verb == "die":
             os.kill(os.getpid(), signal.SIGKILL)
         elif verb == "die-once":
@@ -129,10 +136,16 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_results_come_in_completion_order_tagged_with_request_ids(pool):
-    requests = [CheckRequest(fake_task(0), "sleep:1.0", "slow"), CheckRequest(fake_task(1, "b"), "ok", "fast")]
-    order = [r.request_id for r in pool.imap_unordered(requests)]
-    assert order == ["fast", "slow"]
+def test_results_come_in_completion_order_tagged_with_request_ids(pool, tmp_path):
+    # "slow" finishes only once the test has received "fast": the order is the test's, not the machine's load.
+    release = tmp_path / "release"
+    requests = [CheckRequest(fake_task(0), f"wait:{release}", "slow"), CheckRequest(fake_task(1, "b"), "ok", "fast")]
+    results = pool.imap_unordered(requests)
+    first = next(results)
+    release.touch()
+    second = next(results)
+    assert [first.request_id, second.request_id] == ["fast", "slow"]
+    assert first.verdict is Verdict.OK and second.verdict is Verdict.OK
 
 
 def test_verdicts_and_harness_failures_are_values(pool):
@@ -239,15 +252,20 @@ def test_an_idle_worker_never_loads_a_context_twice_for_a_short_queue():
     assert len({r.result.messages[0] for r in results}) == 2, "both workers should have worked"
 
 
-def test_repeats_answered_by_the_verdict_cache_take_no_room():
+def test_repeats_answered_by_the_verdict_cache_take_no_room(tmp_path):
     """Eight identical checks with max_pending 2: the seven repeats wait on the first without holding room, so the
     next prompt's check is submitted (and runs on the other worker) while the first still runs."""
+    release = tmp_path / "release"  # the first check ends only once the other prompt's result has come
     with fake_pool(2, max_pending=2, verdict_cache=64) as p:
         assert p.wait_ready(60)
-        requests = [(i, fake_task(0, context="a"), "sleep:1.0") for i in range(8)]
+        requests = [(i, fake_task(0, context="a"), f"wait:{release}") for i in range(8)]
         requests.append((8, fake_task(1, context="b"), "ok"))
-        order = [r.request_id for r in p.imap_unordered(requests)]
+        results = p.imap_unordered(requests)
+        first = next(results)
+        release.touch()
+        order = [first.request_id, *(r.request_id for r in results)]
     assert order[0] == 8, order
+    assert sorted(order) == list(range(9))
 
 
 def test_routing_key_groups_a_file():

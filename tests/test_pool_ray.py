@@ -111,11 +111,16 @@ def test_a_ray_instance_the_pool_starts_listens_on_loopback_only():
     assert not beyond, f"Ray ports listening beyond loopback: {beyond}"
 
 
-def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool):
+def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool, tmp_path):
     pool = fake_ray_pool
-    order = [r.request_id for r in pool.imap_unordered([("slow", fake_task(0), "sleep:1.0"),
-                                                         ("fast", fake_task(1, "b"), "ok")])]
-    assert order == ["fast", "slow"]
+    # "slow" finishes only once the test has received "fast": the order is the test's, not the machine's load.
+    release = tmp_path / "release"
+    results = pool.imap_unordered([("slow", fake_task(0), f"wait:{release}"), ("fast", fake_task(1, "b"), "ok")])
+    first = next(results)
+    release.touch()
+    second = next(results)
+    assert [first.request_id, second.request_id] == ["fast", "slow"]
+    assert second.verdict is Verdict.OK
     results = [pool.check_batch([(fake_task(i, f"ctx{i % 2}"), "ok")])[0] for i in range(6)]
     by_context: dict[int, set[str]] = {}
     for i, res in enumerate(results):
