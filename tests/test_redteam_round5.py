@@ -19,7 +19,7 @@ Found and fixed here (each test below fails on the code before the fix):
   remark after ``;;`` and a Coq-style final period (``ARITH_TAC.``); all are normalised (a cheat in the phrases
   that remain is still judged).
 
-Open (strict xfail, in files this round does not own; the fix is in the red team's report):
+Found in files this round did not own, fixed by the lead from the red team's patch (were strict xfails):
 
 - Coq: a library on the load path rebuilt while a verifier runs (an ``Admitted`` lemma added) keeps its stale
   environment baseline (in memory, keyed by the context text; the load-path fingerprint is read once per
@@ -199,11 +199,9 @@ def _library(folder: Path, text: str) -> None:
 
 @pytest.mark.prover
 @requires_coq
-@pytest.mark.xfail(strict=True, reason="open hole in coq/verifier.py + isolation.py (HC): the environment baseline "
-                                       "outlives a library rebuilt while the verifier runs")
 @pytest.mark.parametrize("cached", [False, True], ids=["replayed", "isolation-cache"])
 def test_a_library_rebuilt_while_the_verifier_runs_does_not_keep_a_stale_baseline(cached: bool, tmp_path: Path):
-    """Hole: `_baseline_cache` is keyed by the context text alone and `IsolationCache._load_path_libraries` is read
+    """Was a hole (fixed this round): `_baseline_cache` is keyed by the context text alone and `IsolationCache._load_path_libraries` is read
     once per process, so after an in-place rebuild that adds an Admitted lemma, the next session (here: after the
     context's session was evicted) skips Print Assumptions, and `exact bad` proves 1 = 2: OK, not CHEATING.
     Round 4 fixed the same staleness across two verifiers (on disk); within one it is still open."""
@@ -228,10 +226,8 @@ def test_a_library_rebuilt_while_the_verifier_runs_does_not_keep_a_stale_baselin
 
 @pytest.mark.prover
 @requires_coq
-@pytest.mark.xfail(strict=True, reason="open fairness hole in coq/verifier.py (HC): a reference that times out "
-                                       "leaves an empty allow-list, cached for the verifier's life")
 def test_a_reference_that_times_out_does_not_make_an_honest_proof_cheating():
-    """Hole: without ``allowed_axioms`` the allow-list is what the reference proof needs; a reference that runs past
+    """Was a hole (fixed this round): without ``allowed_axioms`` the allow-list is what the reference proof needs; a reference that runs past
     ``timeout_s`` (here: forever; on a loaded machine, a slow one once) gave an empty list, kept by
     ``_allowed_cache``, so every later proof by ``classic`` is CHEATING (-1) for the verifier's life (and the pool's
     verdict cache keeps those). Not knowing the allow-list is a harness failure (or a task error), never a cheat."""
@@ -252,10 +248,8 @@ def test_a_reference_that_times_out_does_not_make_an_honest_proof_cheating():
 
 @pytest.mark.prover
 @requires_coq
-@pytest.mark.xfail(strict=True, reason="open hole in coq/verifier.py (HC): a replayed session's key extends the warm "
-                                       "session of the empty context")
 def test_a_top_name_after_an_empty_context_task_has_the_uncached_verdict(tmp_path: Path):
-    """Hole: round 4's replayed sessions are keyed ``NUL replayed NUL + context``, and the session of the empty
+    """Was a hole (fixed this round): round 4's replayed sessions are keyed ``NUL replayed NUL + context``, and the session of the empty
     context (key "") is a prefix of every key: after any task with no context, a proof writing ``Top.`` made the
     verifier extend that session with the key's NUL bytes, and the check raised ContextLoadError (a task error)."""
     from proofgym.envs.verifiers.coq import CoqVerifier

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -286,6 +285,23 @@ def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
     return Plan(key, prefix, lead, "\n".join(tail) + "\n" + rest, stop == n, tuple(links))
 
 
+def load_path_libraries(args: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    """Every ``.vo`` under a folder the flags bind (``-Q``/``-R``/``-I``): path, size and mtime, read at each call.
+
+    A baseline or a cache entry is about the libraries its source loads; one rebuilt in place (an ``Admitted`` lemma
+    more) keeps the flags and the text, so without these in its key a stale baseline would skip ``Print Assumptions``
+    (also within one process: red team round 5).
+    """
+    found: list[tuple[str, int, int]] = []
+    for flag, folder in zip(args, args[1:], strict=False):
+        if flag in ("-Q", "-R", "-I") and os.path.isdir(folder):
+            for vo in sorted(Path(folder).rglob("*.vo")):
+                with contextlib.suppress(OSError):
+                    st = vo.stat()
+                    found.append((str(vo), st.st_size, st.st_mtime_ns))
+    return tuple(found)
+
+
 def default_directory() -> Path:
     """``$PROOFGYM_CACHE/coq-isolation``, else ``~/.cache/proofgym/coq-isolation`` (read at each call)."""
     cache = os.environ.get("PROOFGYM_CACHE")
@@ -339,10 +355,16 @@ class IsolationCache:
         return ("-Q", str(self.directory), LIBRARY)
 
     def plan(self, context: str) -> Plan | str:
-        """:func:`plan` for this cache's Coq and flags (memoised: a context is lexed once per process)."""
-        found = self._plans.get(context)
+        """:func:`plan` for this cache's Coq, flags and libraries (memoised per context and library state).
+
+        The libraries on the load path are part of every key: a ``.vo`` (and its checker summary) compiled against a
+        library that was rebuilt in place since is another entry, never a stale one.
+        """
+        libraries = load_path_libraries(self.args)
+        found = self._plans.get((context, libraries))
         if found is None:
-            found = self._plans[context] = plan(context, coq_version=self.coq_version, args=self.args)
+            found = self._plans[(context, libraries)] = plan(
+                context, coq_version=self.coq_version, args=(*self.args, *(f"{p}:{n}:{t}" for p, n, t in libraries)))
             if len(self._plans) > 256:
                 self._plans.pop(next(iter(self._plans)))
         return found
@@ -353,25 +375,9 @@ class IsolationCache:
         return isinstance(p, Plan) and p.whole and not p.links and (self.directory / f"{p.module}.chk.json").is_file()
 
     # -- environment baselines ----------------------------------------------------------------
-    @functools.cached_property
-    def _load_path_libraries(self) -> list[tuple[str, int, int]]:
-        """Every ``.vo`` under a folder the flags bind (``-Q``/``-R``/``-I``): path, size and mtime.
-
-        A baseline is about the libraries its source loads; one rebuilt in place (an ``Admitted`` lemma more) keeps
-        the flags and the text, so without these in its key a stale baseline would skip ``Print Assumptions``.
-        """
-        found: list[tuple[str, int, int]] = []
-        for flag, folder in zip(self.args, self.args[1:], strict=False):
-            if flag in ("-Q", "-R", "-I") and os.path.isdir(folder):
-                for vo in sorted(Path(folder).rglob("*.vo")):
-                    with contextlib.suppress(OSError):
-                        st = vo.stat()
-                        found.append((str(vo), st.st_size, st.st_mtime_ns))
-        return found
-
     def _baseline_path(self, source: str) -> tuple[str, Path]:
         key = hashlib.sha256(json.dumps([FORMAT, "baseline", self.coq_version, list(self.args),
-                                         self._load_path_libraries, source]).encode()).hexdigest()
+                                         load_path_libraries(self.args), source]).encode()).hexdigest()
         return key, self.directory / f"B{key[:40]}.chk.json"
 
     def stored_baseline(self, source: str) -> str | None:

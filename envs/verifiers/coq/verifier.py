@@ -359,7 +359,8 @@ class CoqVerifier(ProverVerifier):
             del self._sessions[wanted]
         # Extend a warm session whose context is a prefix of this one (tasks from one file).
         for key, cand in list(self._sessions.items()):
-            if cand.ide.closed or not wanted.startswith(key):
+            # Never across kinds: the empty context's key "" is a prefix of every replayed key (red team round 5).
+            if cand.ide.closed or not wanted.startswith(key) or key.startswith(_REPLAYED) != self._replay:
                 continue
             try:
                 extra = split_sentences(wanted[len(key):])
@@ -580,6 +581,12 @@ class CoqVerifier(ProverVerifier):
                 # Full names: a short name would also allow any other axiom that shares it.
                 fulls = [_full_constant_name(session.ide, a, outcome.final_state) for a in axioms]
                 allowed = frozenset(f for f in fulls if f and not _is_primitive(f))
+            elif outcome.verdict is Verdict.TIMEOUT or outcome.category is ErrorCategory.RESOURCE:
+                # Not knowing what the reference needs says nothing against the proof: a harness failure, not kept
+                # (an empty list kept here made every later proof by one of its axioms CHEATING: red team round 5).
+                raise VerifierCrashed(f"the reference proof of {task.id} did not finish ({'; '.join(outcome.reasons)}),"
+                                      " so the axioms it needs (the task's allow-list) are not known; list them in "
+                                      "metadata.allowed_axioms")
         except ProofRejected:
             pass
         self._allowed_cache[_reference_key(task)] = allowed
@@ -637,7 +644,7 @@ class CoqVerifier(ProverVerifier):
         if allowed is None:
             return False
         context, closings = audit_context(task.context)
-        key = hashlib.sha256((context + closings).encode()).hexdigest()
+        key = self._baseline_key(context, closings)
         self._oks_per_context[key] = self._oks_per_context.get(key, 0) + 1
         # The summary costs a coqc + coqchk of the context, so it waits for the context's second OK; an isolation
         # cache entry that has it already costs nothing to read, so then from the first OK on.
@@ -772,8 +779,14 @@ class CoqVerifier(ProverVerifier):
                                backend="coqchk", audited=True)
         return None
 
+    def _baseline_key(self, context: str, closings: str) -> str:
+        """The in-memory key of a context's environment baseline: its text and the libraries on the load path as they
+        are now (one rebuilt in place while the verifier runs is another environment)."""
+        libraries = isolation.load_path_libraries(self.config.extra_args)
+        return hashlib.sha256(repr((context + closings, libraries)).encode("utf-8", "surrogatepass")).hexdigest()
+
     def _baseline(self, context: str, closings: str) -> tuple[frozenset[str], frozenset[str]]:
-        key = hashlib.sha256((context + closings).encode()).hexdigest()
+        key = self._baseline_key(context, closings)
         if key not in self._baseline_cache:
             summary = None if self.isolation is None or closings else self.isolation.checker_summary(
                 context, self.config.coqchk, self._root)
