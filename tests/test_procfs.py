@@ -63,3 +63,23 @@ def test_zombies_can_be_left_out():
         assert proc.pid not in procfs.parent_map(zombies=False).get(os.getpid(), [])
     finally:
         proc.wait()
+
+
+def test_a_programs_cpu_counts_the_helpers_it_starts_while_they_run_and_after_they_exit():
+    """The CPU clock of a Coq check (timeout_clock="cpu") counts CoqHammer's provers, which coqidetop starts: a
+    helper's CPU is the program's while the helper runs and after it is reaped (red team round 5)."""
+    helper = "import resource\nx = 0\nwhile x < 20_000_000: x += 1\nr = resource.getrusage(resource.RUSAGE_SELF)\nprint(r.ru_utime + r.ru_stime, flush=True)"
+    program = ("import subprocess, sys\n"
+               f"out = subprocess.run([sys.executable, '-c', {helper!r}], capture_output=True, text=True).stdout\n"
+               "print(out.strip(), flush=True)\nsys.stdin.readline()")
+    proc = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        helper_cpu = float(proc.stdout.readline())  # the helper has exited and been reaped
+        own = procfs.cpu_seconds([proc.pid])
+        counted = procfs.program_tree_cpu_s([proc.pid])
+        assert counted >= own + helper_cpu - 0.05, (counted, own, helper_cpu)
+        assert own < helper_cpu  # what counting only the program's own pid missed
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(timeout=30)

@@ -12,7 +12,7 @@ import os
 import resource
 from collections.abc import Iterable
 
-__all__ = ["children", "cpu_seconds", "descendants", "parent_map", "rss_bytes", "tree_cpu_s"]
+__all__ = ["children", "cpu_seconds", "descendants", "parent_map", "program_tree_cpu_s", "rss_bytes", "tree_cpu_s"]
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:
@@ -95,6 +95,29 @@ def cpu_seconds(pids: Iterable[int]) -> float:
             total += (int(fields[11]) + int(fields[12])) / ticks  # type: ignore[index]
         except (TypeError, ValueError, IndexError):
             continue
+    return total
+
+
+def program_tree_cpu_s(pids: Iterable[int]) -> float:
+    """CPU seconds of ``pids`` and everything below them, reaped children included (user + system).
+
+    A prover's helpers (CoqHammer's ATPs, ``native_compute``'s compiler) run as its children: each live process is
+    counted with the children it has reaped (``cutime``/``cstime``), so a helper's CPU is counted while it runs and
+    stays counted after it exits. An exited, unreaped child is counted by its own fields until its parent reaps it.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    seen: set[int] = set()
+    total = 0.0
+    for root in pids:
+        for pid in (root, *descendants(root)):
+            if pid in seen:
+                continue
+            seen.add(pid)
+            fields = _stat_fields(pid)
+            try:
+                total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks  # type: ignore[index]
+            except (TypeError, ValueError, IndexError):
+                continue
     return total
 
 

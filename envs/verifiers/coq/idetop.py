@@ -25,7 +25,7 @@ from xml.sax.saxutils import escape
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import Goal
-from proofgym.envs.verifiers.procfs import cpu_seconds
+from proofgym.envs.verifiers.procfs import program_tree_cpu_s
 from proofgym.envs.verifiers.sandbox import Sandbox
 from proofgym.envs.verifiers.warm import DeadlinePassed, WarmProcess
 
@@ -115,8 +115,8 @@ class IdeTop:
 
     # -- transport ---------------------------------------------------------------------------
     def cpu_s(self) -> float:
-        """CPU seconds (user + system) the prover's processes have used so far."""
-        return cpu_seconds(self.program_pids())
+        """CPU seconds (user + system) the prover and the processes it starts (CoqHammer's ATPs) have used so far."""
+        return program_tree_cpu_s(self.program_pids())
 
     def call(self, xml: str, *, timeout_s: float, cpu_until: float | None = None) -> Reply:
         """Send one call; collect feedback until its ``<value>``.
