@@ -432,3 +432,24 @@ def test_hol_light_verdicts(hol, goal: str, proof: str, verdict: Verdict):
                 timeout_s=60)
     result = hol.check(task, proof)
     assert result.verdict is verdict, (proof, result)
+
+
+@pytest.mark.prover
+@requires_coq
+def test_an_environment_baseline_that_times_out_is_a_harness_failure_not_cheating(monkeypatch: pytest.MonkeyPatch):
+    """Was a hole (fixed this round): a short allow-list name (``classic``) is only allowed when it names one axiom
+    of the environment, which the context's standalone compile tells; when that compile ran past its deadline (a
+    loaded machine), the check failed closed as CHEATING, and the pool's verdict cache kept it. Not knowing the
+    environment is a harness failure: no reward, nothing cached."""
+    from proofgym.envs.errors import VerifierError
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = Task(id="rt5.baseline", system="coq", context="Require Import Classical.\n",
+                statement="Lemma em (P : Prop) : P \\/ ~ P.", reference_proof="Proof. apply classic. Qed.",
+                category="P1", metadata={"allowed_axioms": ["classic"]})
+    with CoqVerifier(audit="never", isolation_cache=False) as v:
+        monkeypatch.setattr(v, "_compile_and_check", lambda source, timeout_s: None)  # what a timeout returns
+        with pytest.raises(VerifierError, match="context_timeout_s"):
+            v.check(task, "Proof. apply classic. Qed.")
+        monkeypatch.undo()
+        assert v.check(task, "Proof. apply classic. Qed.").verdict is Verdict.OK  # and nothing wrong was kept

@@ -798,7 +798,13 @@ class CoqVerifier(ProverVerifier):
             out = None if self.isolation is None else self.isolation.stored_baseline(source)
             if out is None:
                 result = self._compile_and_check(source, self.config.context_timeout_s)
-                if result is None or result[0] != 0 or result[2] != 0:
+                if result is None:
+                    # Not knowing the environment says nothing against the proof: a harness failure (no reward,
+                    # never cached), not a fail-closed CHEATING for a short allow-list name (red team round 5).
+                    raise VerifierCrashed(f"the context's standalone compile (coqc + coqchk, for its environment's "
+                                          f"axioms) ran past context_timeout_s={self.config.context_timeout_s:g}; "
+                                          "retry on a quieter machine or raise context_timeout_s")
+                if result[0] != 0 or result[2] != 0:
                     raise ContextLoadError("the task context does not compile on its own with coqc")
                 out = result[3]
                 if self.isolation is not None:
