@@ -134,7 +134,9 @@ def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool, t
 def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):
     """The default is the local engine's (spill_at=0, where the Ray engine had 2), in the driver and in the actor's
     pool: a GRPO-shaped batch (checks grouped by context, a load 100x a warm check) loads each context once on the
-    node, with both of the actor's workers working (test_pool's test of the same batch on the local engine)."""
+    node, with both of the actor's workers working (test_pool's test of the same batch on the local engine). The
+    actor's pool has no verdict cache of its own: with the driver's off, repeats are checked (bench.py's throughput
+    rows count on it)."""
     requests = [(f"{c}/{k}", fake_task(4 * c + k, context=f"ctx{c}"), "load:1.0:0.01") for c in range(4) for k in range(4)]
     pool = RayVerifierPool(("coq",), workers_per_actor=2, verifier_factory=FakeVerifier, verdict_cache=0)
     try:
@@ -144,6 +146,8 @@ def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):
     finally:
         pool.close()
     assert actor["spill_at"] == 0, actor
+    assert actor["verdict_cache"] == {}, actor  # the driver's cache (off here) is the only one: every check ran
+    assert actor["completed"] == len(requests), actor
     cold = Counter(r.request_id.split("/")[0] for r in results if r.result.messages[1] == "cold")
     assert cold == Counter({str(c): 1 for c in range(4)}), cold
     assert actor["context_loads"] == 4, actor

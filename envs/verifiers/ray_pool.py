@@ -102,7 +102,9 @@ class VerifierActor:
         self.pool = LocalVerifierPool(workers, verifier_kwargs=verifier_kwargs, system_kwargs=system_kwargs,
                                       verifier_factory=verifier_factory, spill_at=spill_at, measure_cpu=measure_cpu,
                                       context_allowance_s=context_allowance_s,
-                                      max_pending=1 << 30)  # the driver bounds what is in flight
+                                      # the driver bounds what is in flight, and its verdict cache answers repeats
+                                      # (or, off, every check must run: a second cache here would answer them)
+                                      max_pending=1 << 30, verdict_cache=0)
 
     def ready(self) -> dict[str, Any]:
         import ray
