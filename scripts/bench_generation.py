@@ -7,7 +7,9 @@
 One generation batch as a GRPO step (``--prompts`` distinct prompts x ``--group`` completions,
 sampled at T=1) or a curriculum estimate makes it: the real zero-shot prompts of the suite's
 first tasks (``--context-chars`` as the experiment), the model as the experiment loads it
-(fp32). Both paths run in the same process, alternating, ``--repeats`` times each, with
+(fp32). Three paths run in the same process, alternating, ``--repeats`` times each: plain
+``generate``; the shared prefill with the growing cache (what proofgym uses); and the shared prefill
+with transformers' concatenating cache, which separates the two changes. Each with
 ``--threads`` torch threads; it prints seconds per batch, new tokens per second and the
 ratio. It also times the prefill alone (``max_new_tokens=1``) of each path, which is where the
 difference is. A second check runs greedy decoding on both paths and says whether they agree.
@@ -81,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         width = max(len(q) for q in batch)
         return generate_shared_prefix(model, batch, cfg, pad_token_id=pad)[:, width:]
 
-    paths = {"plain": plain, "shared": shared}
+    def shared_concat(cfg: GenerationConfig) -> torch.Tensor:
+        width = max(len(q) for q in batch)
+        return generate_shared_prefix(model, batch, cfg, pad_token_id=pad, growing=False)[:, width:]
+
+    paths = {"plain": plain, "shared": shared, "shared-concat": shared_concat}
 
     def timed(fn, cfg) -> tuple[float, int]:
         start = time.perf_counter()
@@ -108,14 +114,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in paths.items():
             prefill[name].append(timed(fn, config(1, True))[0])
             full[name].append(timed(fn, config(args.max_new_tokens, True)))
-    print(f"\n{'path':8} {'prefill s':>10} {'batch s':>9} {'new tokens':>11} {'tokens/s':>9}")
+    print(f"\n{'path':14} {'prefill s':>10} {'batch s':>9} {'new tokens':>11} {'tokens/s':>9}")
     rate = {}
     for name in paths:
         seconds = statistics.median(s for s, _ in full[name])
         tokens = sum(n for _, n in full[name]) / len(full[name])
         rate[name] = sum(n for _, n in full[name]) / sum(s for s, _ in full[name])
-        print(f"{name:8} {statistics.median(prefill[name]):10.2f} {seconds:9.2f} {tokens:11.0f} {rate[name]:9.1f}")
-    print(f"\nshared / plain tokens/s: {rate['shared'] / rate['plain']:.2f}x; prefill "
+        print(f"{name:14} {statistics.median(prefill[name]):10.2f} {seconds:9.2f} {tokens:11.0f} {rate[name]:9.1f}")
+    print(f"\nshared-concat (shared prefill, transformers' concatenating cache) / plain tokens/s: "
+          f"{rate['shared-concat'] / rate['plain']:.2f}x")
+    print(f"shared / plain tokens/s: {rate['shared'] / rate['plain']:.2f}x; prefill "
           f"{statistics.median(prefill['plain']) / statistics.median(prefill['shared']):.2f}x faster")
     with torch.no_grad():
         a, b = plain(config(args.max_new_tokens, False)), shared(config(args.max_new_tokens, False))

@@ -1,6 +1,6 @@
 """Does GRPO with verifier rewards learn here? A controlled experiment with error bars.
 
-    python scripts/learning_curve.py                 # the full experiment: ~75 min on 2 free CPU cores
+    python scripts/learning_curve.py                 # the full experiment: hours on 2 CPU cores (LEARNING.md)
     python scripts/learning_curve.py --smoke         # the whole pipeline on a tiny model and suite, ~1 min
     python scripts/learning_curve.py --grpo-steps 80 --k 8 --out runs/learning/long     # longer, tighter
 

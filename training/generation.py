@@ -29,7 +29,7 @@ from typing import Any
 
 
 def generate_shared_prefix(model: Any, prompt_ids: Sequence[Sequence[int]], generation_config: Any = None, *,
-                           pad_token_id: int, **kwargs: Any) -> Any:
+                           pad_token_id: int, growing: bool = True, **kwargs: Any) -> Any:
     """``model.generate`` on the left-padded ``prompt_ids``, each distinct prompt prefilled once.
 
     Args:
@@ -38,6 +38,7 @@ def generate_shared_prefix(model: Any, prompt_ids: Sequence[Sequence[int]], gene
         generation_config: What ``generate`` gets (sampling, ``max_new_tokens``, EOS...); None: the model's,
             with ``kwargs`` on top, as ``generate`` does.
         pad_token_id: Left padding (also passed to ``generate``).
+        growing: The cache's layers are :class:`GrowingLayer` (False: ``transformers``' concatenating ones).
         **kwargs: More ``generate`` keywords (``max_new_tokens``, ``do_sample``...).
 
     Returns:
@@ -55,7 +56,7 @@ def generate_shared_prefix(model: Any, prompt_ids: Sequence[Sequence[int]], gene
     cache = None
     if _reusable(model, kwargs.get("cache_implementation", getattr(effective, "cache_implementation", None))) \
             and min(len(p) for p in prompt_ids) >= 2:
-        cache = prefill_cache(model, prompt_ids, width, reserve=int(reserve))
+        cache = prefill_cache(model, prompt_ids, width, reserve=int(reserve), growing=growing)
     if cache is not None:
         kwargs["cache"] = cache
     if generation_config is None:
@@ -64,7 +65,8 @@ def generate_shared_prefix(model: Any, prompt_ids: Sequence[Sequence[int]], gene
                           **kwargs)
 
 
-def prefill_cache(model: Any, prompt_ids: Sequence[Sequence[int]], width: int, *, reserve: int = 0) -> Any:
+def prefill_cache(model: Any, prompt_ids: Sequence[Sequence[int]], width: int, *, reserve: int = 0,
+                  growing: bool = True) -> Any:
     """A ``DynamicCache`` of every row's prompt but its last token, left-padded to ``width - 1``, or None.
 
     Each distinct prompt runs through the model once, alone; rows that repeat it share its keys and values.
@@ -88,7 +90,8 @@ def prefill_cache(model: Any, prompt_ids: Sequence[Sequence[int]], width: int, *
         per_prompt.append(cache)
     index = torch.tensor(rows, device=device)
     shared = DynamicCache(config=model.config)
-    shared.layers = [GrowingLayer(reserve=reserve + 1) for _ in per_prompt[0].layers]
+    if growing:
+        shared.layers = [GrowingLayer(reserve=reserve + 1) for _ in per_prompt[0].layers]
     for layer in range(len(per_prompt[0].layers)):
         keys = torch.cat([_left_pad(c.layers[layer].keys, width - 1) for c in per_prompt]).index_select(0, index)
         values = torch.cat([_left_pad(c.layers[layer].values, width - 1) for c in per_prompt]).index_select(0, index)
