@@ -417,6 +417,25 @@ def test_object_file_a_context_reads(checkout: Path):
     assert obj.read_bytes()[:4] == b"\x7fELF" and missing_object_message(task, str(checkout)) is None
 
 
+def test_every_elf_reader_names_its_object(checkout: Path):
+    """s2n reads objects with define_from_elf (351 uses), the relocs and coda forms too, its name and path
+    on separate lines; a print_literal_from_elf in a comment reads nothing (found on the real
+    arm.bignum_emontredc_8n_cdiff, whose context died in Sys_error on an unlisted object)."""
+    (checkout / "x86" / "proofs").mkdir(parents=True)
+    (checkout / "x86" / "proofs" / "base.ml").write_text('needs "Library/words.ml";;\n')
+    (checkout / "x86" / "proofs" / "readers.ml").write_text(
+        'needs "x86/proofs/base.ml";;\n'
+        '(**** print_literal_from_elf "x86/generic/commented.o";; ****)\n'
+        'let a_mc =\n  define_from_elf "a_mc"\n    "x86/generic/a.o";;\n'
+        'let b_mc = define_assert_relocs_from_elf "b_mc" "x86/generic/b.o" (fun w -> []) [];;\n'
+        'let c_mc = define_coda_from_elf 0x10 "c_mc" "c_data" "x86/generic/c.o";;\n'
+        "let READERS_CORRECT = prove(`ensures x86 P Q R`, X86_SIM_TAC);;\n")
+    tasks, report = import_s2n(checkout, hol_dir="", archs=("x86",))
+    task = next(t for t in tasks if t.id == "x86.readers.READERS_CORRECT")
+    assert task.metadata["objects"] == ["x86/generic/a.o", "x86/generic/b.o", "x86/generic/c.o"]
+    assert sorted(report.missing_objects) == task.metadata["objects"]
+
+
 # --------------------------------------------------------------------------------------------
 # installations and tasks on the verifier side (no HOL Light load: a stand-in toplevel)
 

@@ -507,7 +507,11 @@ def compare_with_bench(tasks_ids: Sequence[str], categories: dict[str, str], ben
             "missing_ids": sorted(theirs - ours), "extra_ids": sorted(ours - theirs)}
 
 
-_ELF = re.compile(r'define_assert_from_elf\s+"[^"]*"\s+"([^"]+)"')
+#: every reader of an object file (``define_from_elf``, ``define_assert_from_elf``,
+#: ``define_assert_relocs_from_elf``, ``define_coda_from_elf`` ...): its string arguments, of which the
+#: ``.o`` ones are the objects
+_ELF = re.compile(r'\b[a-z_]*from_elf((?:\s+(?:"[^"]*"|[0-9][0-9a-fA-Fx]*))+)')
+_STRING = re.compile(r'"([^"]*)"')
 
 
 def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARCHS,
@@ -641,11 +645,12 @@ def _obfuscate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, 
 
 
 def _objects_needed(tree: SourceTree, problem: BenchProblem) -> list[str]:
-    """The object files the problem's context reads (``define_assert_from_elf`` in its file before it)."""
+    """The object files the problem's context reads (``*from_elf`` in its file before it, outside comments)."""
     src = tree.file(problem.source)
     found = []
     for ph in src.phrases[:problem.phrase]:
-        found += _ELF.findall(ph.text)
+        for args in _ELF.findall(blank_comments(ph.text)):
+            found += [a for a in _STRING.findall(args) if a.endswith(".o")]
     return list(dict.fromkeys(found))
 
 
