@@ -950,8 +950,7 @@ let pg_parse_verdict buf =
 let pg_zygote ~cmd_fd ~res_fd =
   let r = pg_reader cmd_fd in
   let jobs : pg_job list ref = ref [] in
-  let exiting : int list ref = ref [] in  (* workers answered for that have not been reaped yet *)
-  let finish ?parsed j status =
+  let finish j status =
     let wall_ms = int_of_float ((Unix.gettimeofday () -. j.jstart) *. 1000.) in
     let output = pg_tail (Buffer.contents j.obuf) 4000 in
     let verdict, category, reasons, detail, goals, timing =
@@ -966,7 +965,7 @@ let pg_zygote ~cmd_fd ~res_fd =
       else if Buffer.length j.vbuf >= pg_max_verdict then
         (* cannot happen with the caps above; if it does, say so: it is not a dead worker to retry *)
         ("ERROR", "resource", "the worker's verdict was over the frame limit and was dropped", "", "", "")
-      else match (match parsed with Some _ -> parsed | None -> pg_parse_verdict j.vbuf) with
+      else match pg_parse_verdict j.vbuf with
         | Some v -> v
         | None ->
             let how = match status with
@@ -1006,7 +1005,7 @@ let pg_zygote ~cmd_fd ~res_fd =
     let now = Unix.gettimeofday () in
     let wait =
       if pg_frame_buffered r then 0.0
-      else if !jobs = [] then (if !exiting = [] then -1.0 else 0.005)  (* an answered worker is still exiting *)
+      else if !jobs = [] then -1.0
       (* a worker whose pipes are both closed is exiting: look for its exit status again soon, not in 50 ms *)
       else let poll = if List.exists (fun j -> j.vdone && j.odone) !jobs then 0.001 else 0.05 in
         List.fold_left (fun acc j -> min acc (max 0.0 (j.jdeadline -. now))) poll !jobs in
@@ -1032,18 +1031,10 @@ let pg_zygote ~cmd_fd ~res_fd =
       if j.killed = "" && now >= j.jdeadline then kill j "timeout"
       else if j.killed = "" && j.jcpu_ms > 0 && pg_cpu_ms j.jpid >= j.jcpu_ms then kill j "cpu"
       else if j.killed = "" && pg_mem_kb (string_of_int j.jpid) "VmRSS" > j.jmem_kb then kill j "memory") !jobs;
-    exiting := List.filter (fun pid ->
-        match Unix.waitpid [Unix.WNOHANG] pid with (0, _) -> true | _ -> false | exception Unix.Unix_error _ -> false)
-        !exiting;
     jobs := List.filter (fun j ->
-      (* Both pipes at their end with a well-formed verdict in: the worker wrote it and closed them (its last
-         act before _exit), so it is answered now, not after its exit; it is reaped later. Anything else (a
-         worker killed, one that died without a verdict) waits for the exit status, as the verdict says how. *)
-      let parsed = if j.killed = "" && j.vdone && j.odone then pg_parse_verdict j.vbuf else None in
-      if parsed <> None then begin
-        Unix.close j.jverdict; Unix.close j.jout;
-        finish ?parsed j (Unix.WEXITED 0); exiting := j.jpid :: !exiting; false
-      end else
+      (* A worker is answered for once it is reaped, never before: when a check returns, nothing it ran is left
+         in the server's cgroup (test_hol_sandbox's containment rule). Its pipes closed before its exit, so the
+         poll above looks for the exit status every millisecond. *)
       let gone = match Unix.waitpid [Unix.WNOHANG] j.jpid with
         | (0, _) -> None | (_, st) -> Some st | exception Unix.Unix_error _ -> Some (Unix.WEXITED 255) in
       match gone with
