@@ -70,3 +70,18 @@ def test_common_task_builder() -> None:
     """The builder makes valid Dafny tasks (a fast test so that this module is not empty)."""
     t = dtask("x", "lemma L()\n  ensures true\n")
     assert t.system == "dafny" and t.id == "test.dafny.x" and t.reference_proof.startswith("lemma L()")
+
+
+def fail_symbols_requests(verifier, monkeypatch) -> list[type[Exception]]:
+    """Make ``verifier``'s next declarations (``symbols``) requests raise what the returned list holds, one each:
+    a fault injected at the server boundary (an empty list: requests go through)."""
+    real = verifier._server_request  # noqa: SLF001 - the fault is injected at the server boundary
+    failures: list[type[Exception]] = []
+
+    def flaky(verb: str, *args, **kwargs):
+        if verb == "symbols" and failures:
+            raise failures.pop(0)("injected")
+        return real(verb, *args, **kwargs)
+
+    monkeypatch.setattr(verifier, "_server_request", flaky)
+    return failures

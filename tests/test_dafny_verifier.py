@@ -13,7 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from proofgym.envs.types import ErrorCategory, Verdict
-from tests.test_dafny_common import dafny_verifier, dtask, requires_dafny
+from tests.test_dafny_common import dafny_verifier, dtask, fail_symbols_requests, requires_dafny
 from tests.test_dafny_redteam import ABS, ABS_BODY, ABS_STMT, SUM, SUM_IMPL
 
 pytestmark = [pytest.mark.prover, requires_dafny]
@@ -240,16 +240,8 @@ def test_a_server_that_dies_once_under_the_symbols_request_costs_a_retry_not_a_v
 
     verifier = dafny_verifier()
     task, honest = ABS, ABS.reference_proof
-    real = verifier._server_request  # noqa: SLF001 - the fault is injected at the server boundary
-    failures: list[type[Exception]] = []
-
-    def flaky(verb: str, *args, **kwargs):
-        if verb == "symbols" and failures:
-            raise failures.pop(0)("injected")
-        return real(verb, *args, **kwargs)
-
     assert verifier.check(task, honest).verdict is Verdict.OK  # the task's own anchor is read (and kept) first
-    monkeypatch.setattr(verifier, "_server_request", flaky)
+    failures = fail_symbols_requests(verifier, monkeypatch)
     failures[:] = [ProcessDied]
     assert verifier.check(task, honest).verdict is Verdict.OK
     failures[:] = [DeadlinePassed]

@@ -341,7 +341,7 @@ def test_a_server_death_under_the_declarations_request_never_makes_a_cheat_ok(mo
     """The other side of the symbols retry (commit 0c4bd64): a cheat whose first declarations request dies is still
     judged on the fresh server's answer, and one that kills both is never OK."""
     from proofgym.envs.verifiers.warm import ProcessDied
-    from tests.test_dafny_common import NO_DAFNY, dafny_verifier, have_dafny
+    from tests.test_dafny_common import NO_DAFNY, dafny_verifier, fail_symbols_requests, have_dafny
     from tests.test_dafny_redteam import FALSE, FALSE_HELPER
 
     if not have_dafny():
@@ -349,15 +349,7 @@ def test_a_server_death_under_the_declarations_request_never_makes_a_cheat_ok(mo
     verifier = dafny_verifier()
     cheat = FALSE_HELPER + "lemma Impossible()\n  ensures false\n{\n  Helper();\n}\n"
     assert verifier.check(FALSE, cheat).verdict is Verdict.CHEATING  # the task's anchor is read (and kept) first
-    real = verifier._server_request  # noqa: SLF001 - the fault is injected at the server boundary
-    failures: list[type[Exception]] = []
-
-    def flaky(verb: str, *args, **kwargs):
-        if verb == "symbols" and failures:
-            raise failures.pop(0)("injected")
-        return real(verb, *args, **kwargs)
-
-    monkeypatch.setattr(verifier, "_server_request", flaky)
+    failures = fail_symbols_requests(verifier, monkeypatch)
     failures[:] = [ProcessDied]
     assert verifier.check(FALSE, cheat).verdict is Verdict.CHEATING
     failures[:] = [ProcessDied, ProcessDied]
