@@ -49,7 +49,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 
@@ -94,25 +94,23 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
-class PeakRss:
-    """Samples the RSS of this process's descendants (verifier workers and provers) in the background."""
+class _Sampler:
+    """Calls ``sample()`` every ``period_s`` in a background thread, from ``with`` entry to exit."""
 
-    def __init__(self, period_s: float = 0.1) -> None:
+    def __init__(self, period_s: float) -> None:
         self.period_s = period_s
-        self.peak = 0
-        self.peak_processes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def sample(self) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
-        me = os.getpid()
         while not self._stop.is_set():
-            tree = descendants(me)
-            self.peak = max(self.peak, rss_bytes(tree))
-            self.peak_processes = max(self.peak_processes, len(tree))
+            self.sample()
             self._stop.wait(self.period_s)
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -121,28 +119,30 @@ class PeakRss:
         self._thread.join()
 
 
-class LoadSampler:
+class PeakRss(_Sampler):
+    """Samples the RSS of this process's descendants (verifier workers and provers) in the background."""
+
+    def __init__(self, period_s: float = 0.1) -> None:
+        super().__init__(period_s)
+        self.peak = 0
+        self.peak_processes = 0
+
+    def sample(self) -> None:
+        tree = descendants(os.getpid())
+        self.peak = max(self.peak, rss_bytes(tree))
+        self.peak_processes = max(self.peak_processes, len(tree))
+
+
+class LoadSampler(_Sampler):
     """Samples the 1-minute load average every ``period_s`` in the background: what each section's machine
     load was while it ran, not only at its ends (the machine is shared)."""
 
     def __init__(self, period_s: float = 5.0) -> None:
-        self.period_s = period_s
+        super().__init__(period_s)
         self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self.period_s)
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
 
     def summary(self) -> str:
         if not self.samples:
