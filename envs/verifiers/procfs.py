@@ -85,14 +85,16 @@ def rss_bytes(pids: Iterable[int]) -> int:
     return total
 
 
-def cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU seconds ``pids`` have used so far (live processes only)."""
+def cpu_seconds(pids: Iterable[int], *, reaped_children: bool = False) -> float:
+    """User + system CPU seconds ``pids`` have used so far (live processes only); with ``reaped_children``, also
+    what the children each has waited for used (``cutime``/``cstime``)."""
     ticks = os.sysconf("SC_CLK_TCK")
+    columns = (11, 12, 13, 14) if reaped_children else (11, 12)
     total = 0.0
     for pid in pids:
         fields = _stat_fields(pid)
         try:
-            total += (int(fields[11]) + int(fields[12])) / ticks  # type: ignore[index]
+            total += sum(int(fields[i]) for i in columns) / ticks  # type: ignore[index]
         except (TypeError, ValueError, IndexError):
             continue
     return total
@@ -105,20 +107,8 @@ def program_tree_cpu_s(pids: Iterable[int]) -> float:
     counted with the children it has reaped (``cutime``/``cstime``), so a helper's CPU is counted while it runs and
     stays counted after it exits. An exited, unreaped child is counted by its own fields until its parent reaps it.
     """
-    ticks = os.sysconf("SC_CLK_TCK")
-    seen: set[int] = set()
-    total = 0.0
-    for root in pids:
-        for pid in (root, *descendants(root)):
-            if pid in seen:
-                continue
-            seen.add(pid)
-            fields = _stat_fields(pid)
-            try:
-                total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks  # type: ignore[index]
-            except (TypeError, ValueError, IndexError):
-                continue
-    return total
+    tree = dict.fromkeys(pid for root in pids for pid in (root, *descendants(root)))  # each pid once
+    return cpu_seconds(tree, reaped_children=True)
 
 
 def tree_cpu_s(pid: int | None = None) -> float:
