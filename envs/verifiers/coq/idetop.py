@@ -9,6 +9,11 @@ CPU budget (``cpu_until``: the prover's CPU seconds, :meth:`IdeTop.cpu_s`), chec
 every :data:`CPU_POLL_S` while it waits: a deadline that does not move when the machine
 is busy. The process, its reader,
 stderr tail and kill are a :class:`~proofgym.envs.verifiers.warm.WarmProcess`.
+
+What a proof prints is the proof's to choose (``do 100000 idtac "<10 KB>"``), so a call keeps at most
+:data:`MESSAGE_BYTES` of message text and counts the rest (:attr:`Reply.dropped`): the verifier's memory stays
+bounded whatever the proof prints, and a reader that needs every message (a query it judges by) knows when
+some are missing.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ _ENTITIES = {"&nbsp;": " "}
 #: How often a call with a CPU budget reads the prover's CPU time while it waits (a check that answers sooner
 #: never reads it).
 CPU_POLL_S = 0.05
+#: Message text one call keeps (the rest is counted in ``Reply.dropped``). Red team round 6: without a bound,
+#: a proof printing 600 MB made the verifier hold 650 MB for one check, and a pool's worst case is that per worker.
+MESSAGE_BYTES = 16 << 20
 _INVALID_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -45,6 +53,7 @@ class Reply:
     messages: list[tuple[str, str]] = field(default_factory=list)  # (level, text) feedback messages
     error: str = ""  # text of a failed call
     loaded: list[str] = field(default_factory=list)  # libraries loaded during the call
+    dropped: int = 0  # characters of message text past MESSAGE_BYTES, not kept
 
 
 def richpp_text(elem: ET.Element | None) -> str:
@@ -132,8 +141,17 @@ class IdeTop:
         self._warm.send(xml.encode("utf-8"))
         deadline = time.monotonic() + timeout_s
         messages: list[tuple[str, str]] = []
+        kept = dropped = 0
         loaded: list[str] = []
         interrupted = ""
+
+        def keep(level: str, text: str) -> None:
+            nonlocal kept, dropped
+            if kept + len(text) > MESSAGE_BYTES:
+                dropped += len(text)
+                return
+            kept += len(text)
+            messages.append((level, text))
         while True:
             polling = cpu_until is not None and not interrupted
             wait_until = min(deadline, time.monotonic() + CPU_POLL_S) if polling else deadline
@@ -154,8 +172,7 @@ class IdeTop:
                 kind = content.get("val") if content is not None else ""
                 if kind == "message":
                     msg = content.find("message")
-                    level = msg.find("message_level").get("val")
-                    messages.append((level, richpp_text(msg.find("richpp")).strip()))
+                    keep(msg.find("message_level").get("val"), richpp_text(msg.find("richpp")).strip())
                 elif kind == "fileloaded":
                     strings = content.findall("string")
                     if strings:
@@ -163,8 +180,8 @@ class IdeTop:
                 continue
             if elem.tag == "message":  # old-style out-of-band message
                 level_elem = elem.find("message_level")
-                level = level_elem.get("val") if level_elem is not None else "notice"
-                messages.append((level, richpp_text(elem.find("richpp")).strip()))
+                keep(level_elem.get("val") if level_elem is not None else "notice",
+                     richpp_text(elem.find("richpp")).strip())
                 continue
             if elem.tag != "value":
                 continue
@@ -172,7 +189,7 @@ class IdeTop:
             error = "" if good else richpp_text(elem.find("richpp")).strip()
             if interrupted:
                 raise DeadlinePassed(f"interrupted at {interrupted}")
-            return Reply(good, elem, messages, error, loaded)
+            return Reply(good, elem, messages, error, loaded, dropped)
 
     # -- protocol ----------------------------------------------------------------------------
     def add(self, sentence: str, state: int, *, timeout_s: float,

@@ -35,10 +35,16 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
   and ``Require`` of a library the context loads (an ``Import`` where it stood; any other
   library is ``CHEATING``: it would change the environment the proof is checked in);
 * ``Qed.`` or ``Defined.`` (last only; its period may be missing at the very end). A
-  bare tactic script gets ``Qed.`` appended.
+  bare tactic script gets ``Qed.`` appended. ``Save name.`` (the old closer: ``Qed`` under
+  another name) is ``Qed.``; the verifier names the lemma itself;
+* ``Focus n.``, ``Unfocus.``, ``Unfocused.``: deprecated focusing, sent as written (they only
+  change which goals are shown and worked on, like ``n: {``).
+
+``Abort`` gives the proof up: it is ``FAIL`` (nothing is proved, and nothing runs), never
+``OK`` and not ``CHEATING``, since it claims nothing; a cheat around it still is.
 
 Anything else is a vernacular command and the submission is ``CHEATING``:
-``Admitted``, ``Abort``, ``Unset Guard Checking``, ``Declare ML Module``,
+``Admitted``, ``Unset Guard Checking``, ``Declare ML Module``,
 ``Redirect``, nested definitions... except English that merely starts with a command
 word or says "admit" ("Proposition add_0_r takes the argument..."): ``ERROR``, and it is
 not sent to Coq.
@@ -58,6 +64,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from proofgym.envs.types import ErrorCategory
 from proofgym.envs.verifiers.coq.lexer import (
     CoqLexError,
     Sentence,
@@ -91,6 +98,11 @@ _PROOF_TERM_RE = re.compile(r"^Proof\s+(.*)\.$", re.S)
 _END_RE = re.compile(r"^(Qed|Defined)\s*\.$")
 _SCOPE_RE = re.compile(r"^(?:Local\s+)?(?:Open|Close)\s+Scope\s+[A-Za-z_][\w']*\s*\.$")
 _CHEAT_END_RE = re.compile(r"^(Admitted|Abort|Save|Give\s+Up)\b")
+# ``Save name.``: Coq 8.16's ``Qed`` that names the constant (a bare ``Save.`` no longer parses; read as the same).
+_SAVE_RE = re.compile(r"^Save(?:\s+[A-Za-z_][\w']*)?\s*\.$")
+_ABORT_RE = re.compile(r"^Abort\b")
+# Deprecated focusing (Coq 8.16 warns, and still runs them): they change which goals a tactic sees, nothing else.
+_FOCUS_RE = re.compile(r"^(?:Focus(?:\s+\d+)?|Unfocus|Unfocused)\s*\.$")
 _WORD_RE = re.compile(_QUALID)
 _FIRST_WORD_RE = re.compile(r"^[A-Za-z_][\w']*")
 _REQUIRE_RE = re.compile(rf"^(?:From\s+({_QUALID})\s+)?Require\s+(?:(Import|Export)\s+)?((?:{_QUALID}\s*)+)\.$")
@@ -137,13 +149,19 @@ _HELPER_WORDS = frozenset("""
 
 
 class ProofRejected(Exception):
-    """The submission is not a proof script. ``verdict`` is ``"CHEATING"`` or ``"ERROR"``."""
+    """The submission is not a proof script. ``verdict`` is ``"CHEATING"``, ``"ERROR"``, or ``"FAIL"`` (it gave the
+    proof up with ``Abort``)."""
 
     def __init__(self, verdict: str, reasons: list[str], messages: list[str] | None = None) -> None:
         super().__init__("; ".join(reasons))
         self.verdict = verdict
         self.reasons = reasons
         self.messages = messages or []
+
+    @property
+    def category(self) -> ErrorCategory:
+        """The error category of the rejection: a cheat, a proof given up (logic), or text Coq cannot run."""
+        return {"CHEATING": ErrorCategory.CHEATING, "FAIL": ErrorCategory.LOGIC}.get(self.verdict, ErrorCategory.SYNTAX)
 
 
 @dataclass(frozen=True)
@@ -406,7 +424,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     try:
         for sentence in _split_prose_preface(proof):
             sentences.append(sentence)
-            if _END_RE.match(sentence.code):
+            if _END_RE.match(sentence.code) or _SAVE_RE.match(sentence.code) or _ABORT_RE.match(sentence.code):
                 # Stop here: what follows the proof is never sent to Coq and need not even lex.
                 tail = proof[sentence.end:]
                 break
@@ -490,6 +508,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     ended = False
     opener = -1  # index in ``out`` of the Proof sentence, -1 before it
     tactic_seen = False
+    gave_up = ""  # the ``Abort`` sentence that gave the proof up
     body = sentences[n_head:]
     for sentence in body:
         code = sentence.code
@@ -515,6 +534,16 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             continue
         if _END_RE.match(code):
             out.append(_END_RE.match(code).group(1) + ".")
+            ended = True
+            continue
+        if _SAVE_RE.match(code):
+            out.append("Qed.")
+            notes.append(f"wrote `{_short(code)}` as `Qed.` (the verifier names the lemma)")
+            ended = True
+            continue
+        if _ABORT_RE.match(code):
+            # Gives the proof up: claims nothing, so no cheat; what follows is still read for one.
+            gave_up = _short(code)
             ended = True
             continue
         if _CHEAT_END_RE.match(code):
@@ -545,6 +574,10 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             continue
         if code == "Unshelve.":
             out.append(code)  # proof-mode commands that only reorder goals
+            continue
+        if _FOCUS_RE.match(code):
+            out.append(" ".join(code[:-1].split()) + ".")
+            tactic_seen = True
             continue
         if m := _IMPORT_RE.match(code):
             # Loads nothing (a module that is not loaded is an error) and runs after the
@@ -612,6 +645,9 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             notes.append("dropped the text after the end of the proof")
     if cheats:
         raise ProofRejected("CHEATING", cheats)
+    if gave_up:
+        raise ProofRejected("FAIL", [f"`{gave_up}` gives the proof up, so nothing is proved: finish the proof and "
+                                     "end it with `Qed.`", *errors])
     if errors:
         raise ProofRejected("ERROR", errors)
     if not out and not moved and not requires:
@@ -785,7 +821,7 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
         if task_key is not None and key is not None and key[1] == task_key[1]:
             restated = True  # what follows is that lemma's proof: only a cheat in it still counts
             continue
-        if _END_RE.match(code):
+        if _END_RE.match(code) or _SAVE_RE.match(code):
             continue  # ``Qed. Qed.``: a stutter
         kind = _outside_kind(code, context_keys, open_names)
         if kind.startswith("cheat:"):

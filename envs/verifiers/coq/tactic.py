@@ -125,9 +125,7 @@ class CoqTacticSession:
             sentences = _step_sentences(tactic, self.task)
         except ProofRejected as exc:
             verdict = Verdict(exc.verdict)
-            return StepResult(False, start, "; ".join(exc.reasons), verdict,
-                              ErrorCategory.CHEATING if verdict is Verdict.CHEATING else ErrorCategory.SYNTAX,
-                              tuple(exc.reasons))
+            return StepResult(False, start, "; ".join(exc.reasons), verdict, exc.category, tuple(exc.reasons))
         if not sentences:
             return StepResult(False, start, "empty tactic", Verdict.ERROR, ErrorCategory.SYNTAX)
         return self._apply(start_id, sentences, timeout_s or self.task.timeout_s)

@@ -46,7 +46,7 @@ from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
 from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
 from proofgym.envs.verifiers.coq import isolation
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
-from proofgym.envs.verifiers.coq.idetop import IdeTop, Reply
+from proofgym.envs.verifiers.coq.idetop import MESSAGE_BYTES, IdeTop, Reply
 from proofgym.envs.verifiers.coq.lexer import (
     CoqLexError,
     Sentence,
@@ -263,9 +263,7 @@ class CoqVerifier(ProverVerifier):
         except InvalidSubmission as exc:
             return invalid_submission(exc)
         except ProofRejected as exc:
-            verdict = Verdict(exc.verdict)
-            category = ErrorCategory.CHEATING if verdict is Verdict.CHEATING else ErrorCategory.SYNTAX
-            return CheckResult(verdict, tuple(exc.reasons), tuple(exc.messages), error_category=category,
+            return CheckResult(Verdict(exc.verdict), tuple(exc.reasons), tuple(exc.messages), error_category=exc.category,
                                backend="precheck")
         # A context loaded from the isolation cache names its constants after the cache's module, so a check
         # whose statement or proof writes a `Top.` name runs on a replayed session, as without the cache
@@ -559,6 +557,8 @@ class CoqVerifier(ProverVerifier):
         reply = session.ide.query(f"Print Assumptions {name}.", state, timeout_s=60)
         if not reply.good:
             raise VerifierCrashed(f"Print Assumptions failed: {reply.error}")
+        if reply.dropped:  # an axiom could be among the messages not kept: never judged on part of the list
+            raise VerifierCrashed(f"Print Assumptions printed more than {MESSAGE_BYTES >> 20} MiB")
         text = "\n".join(t for lvl, t in reply.messages if lvl == "notice")
         return parse_assumptions(text)
 
@@ -705,6 +705,9 @@ class CoqVerifier(ProverVerifier):
             reply = ide.query(f"Print {const}.", state, timeout_s=60)
             if not reply.good:
                 return [f"cannot read the proof term of {const} to audit it: {reply.error[:100]}"]
+            if reply.dropped:
+                return [f"the proof term of {const} prints more than {MESSAGE_BYTES >> 20} MiB; too large to audit "
+                        "for leaks"]
             body = "\n".join(t for lvl, t in reply.messages if lvl == "notice")
             body = body.split("\n     : ", 1)[0]  # the term, not its type (which is the task's statement)
             found = set(_TERM_IDENT_RE.findall(_strip_strings(body)))
