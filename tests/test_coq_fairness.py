@@ -83,6 +83,41 @@ def test_what_cannot_be_normalised(proof: str, verdict: str, reason: str) -> Non
     assert reason in " ".join(info.value.reasons)
 
 
+BARE = "Lemma bare n m : n + m = m + n."
+
+
+@pytest.mark.parametrize(("proof", "outcome", "reason"), [
+    # stdpp, Iris and the standard library write most statements with bare binder names before the colon.
+    pytest.param(BARE + "\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."), "repeated statement",
+                 id="repeated-then-proof"),
+    pytest.param("Theorem bare n m :\n  n + m = m + n.\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."),
+                 "repeated statement", id="repeated-other-keyword-and-layout"),
+    pytest.param(BARE + "\nlia. Qed.", ("(lia).", "Qed."), "repeated statement",
+                 id="repeated-without-proof-sentence"),
+    # SmolLM2 on coq-iris: the statement and nothing else was CHEATING ("vernacular command 'Lemma' ...").
+    pytest.param("```coq\n" + BARE + "\n```\nThis proof is a proof of the identity.", "ERROR", "no proof",
+                 id="statement-alone"),
+    pytest.param(BARE + "\nAdmitted.", "CHEATING", "Admitted", id="repeated-then-admitted"),
+    pytest.param("Proof. lia. Qed.\n" + BARE + "\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."), "",
+                 id="repeated-with-its-proof-after-the-proof"),
+    pytest.param("Proof. lia. Qed.\n" + BARE + "\nAdmitted.", "CHEATING", "Admitted",
+                 id="repeated-then-admitted-after-the-proof"),
+    # Prose of the same shape is still prose: dropped before the proof, as before.
+    pytest.param("Lemma bare holds: by lia.\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."), "dropped",
+                 id="prose-of-the-same-shape"),
+])
+def test_a_statement_with_bare_binders_is_a_repeated_statement(proof: str, outcome: object, reason: str) -> None:
+    if isinstance(outcome, tuple):
+        norm = normalize_proof(proof, BARE)
+        assert norm.sentences == outcome
+        assert reason in " ".join(norm.notes)
+        return
+    with pytest.raises(ProofRejected) as info:
+        normalize_proof(proof, BARE)
+    assert info.value.verdict == outcome
+    assert reason in " ".join(info.value.reasons)
+
+
 def test_requires_are_left_to_the_verifier() -> None:
     norm = normalize_proof("From Coq Require Import Arith Lia.\nRequire List.\nProof. lia. Qed.", HARD)
     assert [(r.root, r.names, r.imports) for r in norm.requires] == [("Coq", ("Arith", "Lia"), True),
@@ -125,6 +160,8 @@ MONOID = ("Class Monoid (A : Type) := { op : A -> A -> A; unit : A;\n"
 
 TASKS = {
     "hard": _task("hard", HARD, reference="Proof. induction n; simpl; auto. Qed."),
+    "bare": _task("bare", "Lemma bare n m : n + m = m + n.", context="Require Import PeanoNat.\n",
+                  reference="Proof. apply Nat.add_comm. Qed."),
     "arith": _task("arith", "Lemma arith (a b : nat) : a + b = b + a.", context="Require Import Arith.\n",
                    reference="Proof. apply Nat.add_comm. Qed."),
     "lists": _task("lists", "Lemma lists (l : list nat) : List.rev (List.rev l) = l.", context="Require List.\n",
@@ -166,6 +203,9 @@ SLIPS = [
       id="stdlib-statement-other-name"),
     S("monoid", "Section M.\nContext {A : Type} `{Monoid A}.\nLemma unit_unique (u : A) (Hu : forall x, op u x = x) "
       ": u = unit.\n" + MONOID_PROOF + "\nEnd M.", Verdict.OK, id="typeclass-context-copied-around-the-proof"),
+    S("bare", "Lemma bare n m : n + m = m + n.\nProof. apply Nat.add_comm. Qed.", Verdict.OK,
+      id="statement-with-bare-binders"),
+    S("bare", "Lemma bare n m : n + m = m + n.", Verdict.ERROR, "no proof", id="statement-with-bare-binders-alone"),
     S("hard", "Lemma hard (n : nat) : 0 + n = n.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR,
       "not the task's statement", id="different-statement-is-error"),
     S("hard", "Lemma helper (n : nat) : n = n + 0. Proof. induction n; simpl; auto. Qed.\n" + HARD +

@@ -71,8 +71,8 @@ CHEATS = [
     C("false", "Proof with admit. auto... Qed.", id="proof-with-admit"),
     C("false", "Proof using. Admitted.", id="proof-using-admitted"),
     C("false", "Proof. Abort. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="abort-restart"),
-    C("false", "Proof. idtac. Abort All.", id="abort-all"),
-    C("false", "Proof. Save foo.", id="save"),
+    C("false", "Proof. idtac. Abort All.", REFUSED, id="abort-all"),  # gives up: FAIL (round 6)
+    C("false", "Proof. Save foo.", REFUSED, id="save"),  # Save is Qed (round 6)
     C("false", "Proof. Give Up.", id="give-up-command"),
     C("false", "Proof. Qed.", REFUSED, id="incomplete-qed"),
     C("false", "Proof. shelve. Qed.", REFUSED, id="shelve-goal"),
@@ -131,7 +131,7 @@ CHEATS = [
     C("false", "Proof. Proof. reflexivity. Qed.", REFUSED, id="second-proof"),
     C("false", "Proof. Restart. Admitted.", id="restart"),
     C("false", "Proof. Undo. Qed.", id="undo"),
-    C("false", "Proof. Focus 1. Qed.", id="focus"),
+    C("false", "Proof. Focus 1. Qed.", REFUSED, id="focus"),  # sent as written (round 6)
     # A query inside a proof is dropped since round 5 (it changes nothing): the false goal stays unproved.
     C("false", "Proof. Show Proof. Qed.", REFUSED, id="show"),
     C("false", "Proof. Eval compute in 1. Qed.", REFUSED, id="eval"),

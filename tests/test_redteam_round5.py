@@ -89,7 +89,7 @@ def test_fail_and_succeed_sentences_are_dropped(prefix: str):
 @pytest.mark.parametrize("proof", ["Proof. Time Admitted.", "Proof. Fail Admitted.", "Proof. Timeout 1 Admitted.",
                                    "Proof. Succeed Admitted. Qed.", "Proof. Fail admit. Qed.",
                                    "Proof. Time Unset Guard Checking. Qed.", "Proof. Locate File \"x\". Qed.",
-                                   "Proof. Timeout 1 Redirect \"x\" Print nat. Qed.", "Proof. Time Abort.",
+                                   "Proof. Timeout 1 Redirect \"x\" Print nat. Qed.", "Proof. Time Abort. Admitted.",
                                    "Proof. Show. Admitted.", "Proof. Time Definition x := 1. Qed."])
 def test_what_follows_a_prefix_or_a_query_is_still_judged(proof: str):
     """The other side: a prefix never hides a hole, an ending or a command, and ``Locate File`` (it asks the file

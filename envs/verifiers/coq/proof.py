@@ -88,6 +88,10 @@ STATEMENT_RE = re.compile(rf"^\s*{_PREFIXES}({_THEOREM_KEYWORDS}|Goal)\b\s*([^\s
 # A restated statement as a model writes it: a name, then binders or the colon. Stricter than
 # STATEMENT_RE so that prose such as "Lemma 1 says..." or "Theorem: ..." is not taken for one.
 _RESTATEMENT_RE = re.compile(rf"^{_PREFIXES}(?:(?:{_THEOREM_KEYWORDS})\s+([A-Za-z_][\w']*)\s*(?=[:({{\[`])|Goal\s+(?=[^\s:]))")
+# ``Lemma foo n m : ...``: bare binder names before the colon, as stdpp, Iris and much of the standard
+# library write statements. Prose can have that shape too ("Lemma foo holds: ..."), so a sentence of
+# this shape counts as a restatement only when it is the task's own statement (:func:`_restates`).
+_BARE_BINDERS_RE = re.compile(rf"^{_PREFIXES}(?:{_THEOREM_KEYWORDS})\s+[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)+\s*(?=[:({{\[`])")
 
 _SELECTOR = r"(?:\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|all|!|par|\[\s*[A-Za-z_][\w']*\s*\])"
 _SELECTOR_RE = re.compile(rf"^({_SELECTOR})\s*:(?![=>])\s*(.*)$", re.S)
@@ -227,6 +231,17 @@ def _strip_strings(code: str) -> str:
 
 def _tokens(code: str) -> set[str]:
     return set(_WORD_RE.findall(_strip_strings(code)))
+
+
+def _restates(code: str, task_key: tuple[str, tuple[str, ...]] | None) -> bool:
+    """Whether ``code`` reads as a restated statement: by its shape (:data:`_RESTATEMENT_RE`), or,
+    with bare binder names before its colon, by being the task's own statement."""
+    if _RESTATEMENT_RE.match(code):
+        return True
+    if task_key is None or not _BARE_BINDERS_RE.match(code):
+        return False
+    key = _statement_key(code)
+    return key is not None and key[1] == task_key[1]
 
 
 def _statement_key(code: str) -> tuple[str, tuple[str, ...]] | None:
@@ -458,13 +473,13 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
 
     # -- before the proof ------------------------------------------------------------------------
     other_statement = False  # a statement that is not the task's (a helper lemma, a changed statement)
-    n_head = _head_length(sentences)
+    n_head = _head_length(sentences, task_key)
     for sentence in sentences[:n_head]:
         code = sentence.code
         if sentence.kind != "sentence":
             notes.append(f"dropped {code!r} before the proof")
             continue
-        key = _statement_key(code) if _RESTATEMENT_RE.match(code) else None
+        key = _statement_key(code) if _restates(code, task_key) else None
         if key is not None:
             if task_key is not None and key[1] == task_key[1]:
                 renamed = f" (named {key[0]} instead of {task_key[0]})" if key[0] != task_key[0] else ""
@@ -698,7 +713,7 @@ def _shifted(sentence: Sentence, offset: int) -> Sentence:
     return Sentence(sentence.start + offset, sentence.end + offset, sentence.text, sentence.code, sentence.kind)
 
 
-def _head_length(sentences: list[Sentence]) -> int:
+def _head_length(sentences: list[Sentence], task_key: tuple[str, tuple[str, ...]] | None = None) -> int:
     """How many sentences stand before the proof (see the module docstring)."""
     proofs = [i for i, s in enumerate(sentences) if s.kind == "sentence" and _first_word(s.code) == "Proof"
               and not _outside_is_prose_proof(s.code)]
@@ -710,7 +725,7 @@ def _head_length(sentences: list[Sentence]) -> int:
             return strict[0]
         return proofs[0]
     last_statement = max((i for i, s in enumerate(sentences) if s.kind == "sentence"
-                          and _RESTATEMENT_RE.match(s.code)), default=-1)
+                          and _restates(s.code, task_key)), default=-1)
     # Without a Proof sentence: a restated statement ends the part before the proof, else
     # the leading Require/Import/scope lines do ("Require Import Lia. lia.").
     n = 0
@@ -817,7 +832,7 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
     for code in sentences:
         if not code:
             continue
-        key = _statement_key(code) if _RESTATEMENT_RE.match(code) else None
+        key = _statement_key(code) if _restates(code, task_key) else None
         if task_key is not None and key is not None and key[1] == task_key[1]:
             restated = True  # what follows is that lemma's proof: only a cheat in it still counts
             continue
