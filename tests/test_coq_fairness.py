@@ -102,6 +102,15 @@ BARE = "Lemma bare n m : n + m = m + n."
                  id="repeated-with-its-proof-after-the-proof"),
     pytest.param("Proof. lia. Qed.\n" + BARE + "\nAdmitted.", "CHEATING", "Admitted",
                  id="repeated-then-admitted-after-the-proof"),
+    # Another lemma's statement where the proof should be (SmolLM2 on coq-iris): Coq refuses a nested proof,
+    # so it cannot get anything accepted: ERROR (it was CHEATING). A hole after it is still a hole.
+    pytest.param("```coq\nLemma other x : x = x.\n```\nThis proof is a proof.", "ERROR", "inside the proof",
+                 id="another-statement-alone"),
+    pytest.param("Proof. intros. Lemma other (x : nat) : x = x. Qed.", "ERROR", "inside the proof",
+                 id="another-statement-inside-the-proof"),
+    pytest.param("Proof. Lemma other : False. Admitted. Qed.", "CHEATING", "Admitted",
+                 id="another-statement-then-admitted"),
+    pytest.param("Proof. Lemma other : False. Proof. admit. Qed.", "CHEATING", "hole", id="another-statement-then-hole"),
     # Prose of the same shape is still prose: dropped before the proof, as before.
     pytest.param("Lemma bare holds: by lia.\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."), "dropped",
                  id="prose-of-the-same-shape"),

@@ -609,6 +609,14 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         if bfirst in _QUERY_WORDS:
             notes.append(f"dropped the query `{_short(sentence.code)}` inside the proof (it changes nothing)")
             continue
+        if not selector and (_RESTATEMENT_RE.match(body_code) or _BARE_BINDERS_RE.match(body_code)):
+            # A statement inside the proof (a model restating another lemma, or its own in another form):
+            # Coq refuses nested proofs, so it cannot get anything accepted; a hole or ending around it
+            # is still judged as itself.
+            errors.append(f"`{_short(code, 200)}` states a lemma inside the proof, which Coq does not allow: "
+                          "send only the proof of the task's statement (from `Proof.` to `Qed.`); "
+                          "inline a helper with `assert`")
+            continue
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
             cheats.append(f"vernacular command {bfirst!r} is not allowed inside a proof")
             continue
