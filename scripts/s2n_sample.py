@@ -29,6 +29,7 @@ from pathlib import Path
 from proofgym.envs.tasks.hol_inline import SourceTree
 from proofgym.envs.tasks.hol_s2n import build_objects, import_s2n, s2n_bases
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.base import ContextLoadError
 
 CATEGORIES = ("generic", "bit_vector", "program_state", "functional_correctness")
 EXPECTED = (("ALL_TAC", "FAIL"), ("CHEAT_TAC", "CHEATING"), ("reference", "OK"))
@@ -106,6 +107,45 @@ def memory(server) -> dict[str, list[int]]:  # noqa: ANN001 - a HolLightServer
     return {k: [rss >> 20, private >> 20] for k, (rss, private) in server.stats().items()}
 
 
+def check_problem(verifier, task: Task, failed: dict[tuple[str, str], str]) -> dict:  # noqa: ANN001 - a HolLightVerifier
+    """One problem's row: its three checks, or ``context_did_not_load`` and no check at all.
+
+    A context that does not load fails the same way for every proof (and may cost the 600 s context
+    deadline each time), so the first :class:`ContextLoadError` is recorded once in ``failed`` (keyed by
+    base and context text) and the problem's other checks, and every later problem with that context,
+    are skipped."""
+    row: dict = {"id": task.id, "category": category(task), "context_kib": context_bytes(task.context) >> 10,
+                 "bench_prove_s": task.metadata.get("bench_prove_s"), "timeout_s": task.timeout_s}
+    key = (str(task.metadata.get("base", "")), task.context)
+    if key in failed:
+        row["context_did_not_load"] = failed[key]
+        print(f"{task.id:70s} skipped: {failed[key]}", flush=True)
+        return row
+    for name, expected in EXPECTED:
+        proof = task.reference_proof if name == "reference" else name
+        t = time.monotonic()
+        try:
+            result = verifier.check(task, proof)
+            verdict, why = result.verdict.value, " | ".join(result.reasons)[:300]
+        except ContextLoadError as exc:
+            failed[key] = f"context did not load: {str(exc)[:300]} (after {time.monotonic() - t:.1f} s; id {task.id})"
+            row["context_did_not_load"] = failed[key]
+            print(f"{task.id:70s} {name:9s} {failed[key]}", flush=True)
+            return row
+        except Exception as exc:  # noqa: BLE001 - a broken check is a row of the table, not a stop
+            verdict, why = "EXCEPTION", f"{type(exc).__name__}: {str(exc)[:300]}"
+        row[name] = {"verdict": verdict, "expected": expected, "s": round(time.monotonic() - t, 2)}
+        if verdict != expected:
+            row[name]["why"] = why
+        print(f"{task.id:70s} {name:9s} {verdict:9s} (expected {expected}) {row[name]['s']:8.2f} s"
+              + (f"  {why}" if verdict != expected else ""), flush=True)
+    return row
+
+
+def as_expected(row: dict) -> bool:
+    return all(name in row and row[name]["verdict"] == expected for name, expected in EXPECTED)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkout", required=True, help="an s2n-bignum checkout")
@@ -113,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-map", required=True, help="the bench's timeout-map.json")
     ap.add_argument("--arch", choices=("arm", "x86"), required=True)
     ap.add_argument("--per-category", type=int, default=5)
+    ap.add_argument("--categories", nargs="+", choices=CATEGORIES, default=CATEGORIES,
+                    help="check only these categories (the draw is the same: the seed draws every category)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-context-kib", type=int, default=512, help="skip problems whose context loads more")
     ap.add_argument("--max-bench-s", type=float, default=0.5, help="skip problems the bench proves slower")
@@ -140,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                          args.max_bench_s, base_libraries(args.checkout, args.arch) | set(args.library))
     out["candidates"] = pools
     chosen = [replace(t, timeout_s=max(t.timeout_s, args.min_timeout_s))
-              for c in CATEGORIES for t in sample[c] if not args.only or t.id in args.only]
+              for c in args.categories for t in sample[c] if not args.only or t.id in args.only]
     for t in chosen:
         print(f"sample {category(t):24s} {t.id}  context {context_bytes(t.context) >> 10} KiB, "
               f"bench {t.metadata.get('bench_prove_s', '?')} s, timeout {t.timeout_s:.0f} s", flush=True)
@@ -164,23 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"base {args.arch} READY after {out['base_load_s']} s; load average {out['loadavg_after_base']}",
               flush=True)
         out["memory_base"] = memory(server)
+        failed: dict[tuple[str, str], str] = {}
         for task in chosen:
-            row = {"id": task.id, "category": category(task), "context_kib": context_bytes(task.context) >> 10,
-                   "bench_prove_s": task.metadata.get("bench_prove_s"), "timeout_s": task.timeout_s}
-            for name, expected in EXPECTED:
-                proof = task.reference_proof if name == "reference" else name
-                t = time.monotonic()
-                try:
-                    result = verifier.check(task, proof)
-                    verdict, why = result.verdict.value, " | ".join(result.reasons)[:300]
-                except Exception as exc:  # noqa: BLE001 - a broken context is a row of the table, not a stop
-                    verdict, why = "EXCEPTION", f"{type(exc).__name__}: {str(exc)[:300]}"
-                row[name] = {"verdict": verdict, "expected": expected, "s": round(time.monotonic() - t, 2)}
-                if verdict != expected:
-                    row[name]["why"] = why
-                print(f"{task.id:70s} {name:9s} {verdict:9s} (expected {expected}) {row[name]['s']:8.2f} s"
-                      + (f"  {why}" if verdict != expected else ""), flush=True)
-            rows.append(row)
+            rows.append(check_problem(verifier, task, failed))
             out["rows"] = rows
             if args.json:  # after each problem: a long run stopped early keeps what it did
                 Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
@@ -188,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         out["stats"] = dict(verifier.stats)
     out["loadavg_end"] = os.getloadavg()
     out["rows"] = rows
-    out["all_as_expected"] = all(r[n]["verdict"] == e for r in rows for n, e in EXPECTED)
+    out["all_as_expected"] = all(as_expected(r) for r in rows)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
     print(f"all as expected: {out['all_as_expected']} ({len(rows)} problems)", flush=True)

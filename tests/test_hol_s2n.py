@@ -10,6 +10,7 @@ equal goals in two files, and an x86 proof reading an object file built here wit
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
 import shutil
@@ -26,12 +27,15 @@ from proofgym.envs.tasks.hol_s2n import (
     bench_category,
     build_objects,
     collect_problems,
+    elf_reader_strings,
     import_s2n,
     makefile_objects,
     missing_object_message,
     s2n_bases,
     task_statement,
 )
+from proofgym.envs.types import CheckResult, Verdict
+from proofgym.envs.verifiers.base import ContextLoadError
 from proofgym.envs.verifiers.hol_light import lexer
 
 FILES = {
@@ -434,6 +438,70 @@ def test_every_elf_reader_names_its_object(checkout: Path):
     task = next(t for t in tasks if t.id == "x86.readers.READERS_CORRECT")
     assert task.metadata["objects"] == ["x86/generic/a.o", "x86/generic/b.o", "x86/generic/c.o"]
     assert sorted(report.missing_objects) == task.metadata["objects"]
+
+
+def test_elf_reader_with_a_labelled_argument_names_its_object(checkout: Path):
+    """s2n's arm curve25519/edwards25519 proofs pass ``~map_symbol_name:(function ...)`` before the name and
+    the path (8 proof files): the label's value, with its strings, comments and parentheses, is skipped
+    and the path after it is the object."""
+    makefile = checkout / "arm" / "Makefile"
+    makefile.write_text(makefile.read_text().replace("OBJ = $(POINT_OBJ)", "OBJ = curve25519/labelled.o $(POINT_OBJ)"))
+    (checkout / "arm" / "proofs" / "labelled.ml").write_text(
+        'needs "arm/proofs/base.ml";;\n'
+        "let labelled_mc,const_data_list =\n"
+        "  define_assert_relocs_from_elf\n"
+        "    ~map_symbol_name:(function\n"
+        '      | "WHOLE_READONLY" | "ltmp1" (* MacOS ) *)\n'
+        '      | "not_an_object.o" -> "labelled_constant_data"\n'
+        '      | s -> failwith ("unknown symbol (" ^ s))\n'
+        '    "labelled_mc"\n'
+        '    "arm/curve25519/labelled.o"\n'
+        "(fun w BL ADR -> [w 0xa9bf53f3]);;\n"
+        "let LABELLED_CORRECT = prove(`ensures arm LP LQ LR`, ARM_SIM_TAC);;\n")
+    tasks, report = import_s2n(checkout, hol_dir="", archs=("arm",))
+    task = next(t for t in tasks if t.id == "arm.labelled.LABELLED_CORRECT")
+    assert task.metadata["objects"] == ["arm/curve25519/labelled.o"]
+    assert report.missing_objects["arm/curve25519/labelled.o"] == [task.id]
+    assert elf_reader_strings('x = define_from_elf ~f:g "a_mc" "a.o";; define_from_elf ~f "b.o"') == [
+        "a_mc", "a.o", "b.o"]
+
+
+def _sample_script():
+    spec = importlib.util.spec_from_file_location(
+        "proofgym_s2n_sample_script", Path(__file__).resolve().parents[1] / "scripts" / "s2n_sample.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sampler_records_a_context_that_did_not_load_once(checkout: Path):
+    """A context that does not load is one entry, "context did not load: <why>", and costs one check: the
+    problem's other checks and every later problem with the same context are skipped (each retry cost
+    the 600 s context deadline on the real bench). Other problems are still checked."""
+    sample = _sample_script()
+    tasks, _ = import_s2n(checkout, hol_dir="", archs=("arm",))
+    broken = next(t for t in tasks if t.id == "arm.bignum_demo.lemma.1")
+    same_context = replace(broken, id="arm.bignum_demo.SAME_CONTEXT")
+    fine = next(t for t in tasks if t.id == "arm.bignum_other.OTHER_2")
+    calls: list[tuple[str, str]] = []
+
+    class Verifier:
+        def check(self, task, proof):
+            calls.append((task.id, proof))
+            if task.context == broken.context:
+                raise ContextLoadError("the task's context timed out after 600 s")
+            verdict = {"ALL_TAC": Verdict.FAIL, "CHEAT_TAC": Verdict.CHEATING}.get(proof, Verdict.OK)
+            return CheckResult(verdict=verdict, reasons=())
+
+    failed: dict = {}
+    rows = [sample.check_problem(Verifier(), t, failed) for t in (broken, same_context, fine)]
+    assert calls == [(broken.id, "ALL_TAC"), (fine.id, "ALL_TAC"), (fine.id, "CHEAT_TAC"),
+                     (fine.id, fine.reference_proof)]
+    assert rows[0]["context_did_not_load"].startswith("context did not load: the task's context timed out")
+    assert rows[1]["context_did_not_load"] == rows[0]["context_did_not_load"]
+    assert not any(name in rows[0] or name in rows[1] for name, _ in sample.EXPECTED)
+    assert [sample.as_expected(r) for r in rows] == [False, False, True]
+    assert list(failed) == [(broken.metadata["base"], broken.context)]
 
 
 # --------------------------------------------------------------------------------------------

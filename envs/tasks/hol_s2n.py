@@ -508,10 +508,50 @@ def compare_with_bench(tasks_ids: Sequence[str], categories: dict[str, str], ben
 
 
 #: every reader of an object file (``define_from_elf``, ``define_assert_from_elf``,
-#: ``define_assert_relocs_from_elf``, ``define_coda_from_elf`` ...): its string arguments, of which the
-#: ``.o`` ones are the objects
-_ELF = re.compile(r'\b[a-z_]*from_elf((?:\s+(?:"[^"]*"|[0-9][0-9a-fA-Fx]*))+)')
-_STRING = re.compile(r'"([^"]*)"')
+#: ``define_assert_relocs_from_elf``, ``define_coda_from_elf`` ...), then each of its arguments: a string
+#: (the ``.o`` ones are the objects), a number, or a label (``~map_symbol_name:(function ...)``, 14 uses in
+#: s2n's arm proofs and tutorials), whose value is skipped
+_ELF_READER = re.compile(r"\b[a-z_]*from_elf\b")
+_ELF_ARG = re.compile(r'\s+(?:"([^"]*)"|[0-9][0-9a-fA-Fx]*\b|~[a-z_][A-Za-z0-9_\']*(:)?)')
+_ATOM = re.compile(r"\s*[A-Za-z0-9_.\']+")
+
+
+def _skip_value(text: str, pos: int) -> int:
+    """The end of the OCaml value at ``pos`` (comments blanked): a parenthesised or bracketed group, with
+    the strings in it, or one word."""
+    i = pos
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text) or text[i] not in "([":
+        atom = _ATOM.match(text, pos)
+        return atom.end() if atom else pos
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
+def elf_reader_strings(text: str) -> list[str]:
+    """The string arguments of every object-file reader in ``text`` (OCaml, comments blanked), in order."""
+    found: list[str] = []
+    for reader in _ELF_READER.finditer(text):
+        pos = reader.end()
+        while arg := _ELF_ARG.match(text, pos):
+            if arg.group(1) is not None:
+                found.append(arg.group(1))
+            pos = _skip_value(text, arg.end()) if arg.group(2) else arg.end()
+    return found
 
 
 def import_s2n(checkout: str | Path, *, hol_dir: str, archs: Sequence[str] = ARCHS,
@@ -649,8 +689,7 @@ def _objects_needed(tree: SourceTree, problem: BenchProblem) -> list[str]:
     src = tree.file(problem.source)
     found = []
     for ph in src.phrases[:problem.phrase]:
-        for args in _ELF.findall(blank_comments(ph.text)):
-            found += [a for a in _STRING.findall(args) if a.endswith(".o")]
+        found += [a for a in elf_reader_strings(blank_comments(ph.text)) if a.endswith(".o")]
     return list(dict.fromkeys(found))
 
 
