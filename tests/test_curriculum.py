@@ -55,6 +55,38 @@ def test_the_sampler_draws_only_kept_tasks_re_reads_the_set_and_keeps_trls_layou
     assert set(first) <= {0, 3} and set(rest) == {5}
 
 
+def test_sampling_shows_progress_only_when_asked_and_counts_what_passed(tmp_path, tiny_suite, capsys):
+    """A curriculum estimate or an expert-iteration round is minutes of generation on a CPU: it shows a bar."""
+    from transformers import AutoTokenizer
+
+    from proofgym.agents.tiny_model import build_tiny_model
+    from proofgym.training.rewards import Outcome
+    from proofgym.training.sampling import pass_counts, sample_and_check
+
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model(tmp_path / "model"))
+    tasks = load_tasks(tiny_suite)[:3]
+    capsys.readouterr()  # building the model writes its own bars
+
+    class Checker:  # OK for the first task, FAIL otherwise
+        def proof_of(self, text: str, task: Task) -> str:
+            return text
+
+        def check(self, batch: list[Task], proofs: list[str]) -> list[Outcome]:
+            return [Outcome("OK" if t.id == tasks[0].id else "FAIL", 1.0 if t.id == tasks[0].id else 0.0)
+                    for t in batch]
+
+    def generate(prompts: Any, max_new_tokens: int) -> tuple[list[list[int]], None]:
+        return [[5, 6, 7] for _ in prompts], None
+
+    quiet = sample_and_check(generate, tokenizer, tasks, Checker(), k=2, max_new_tokens=3, batch_size=4)
+    assert capsys.readouterr().err == ""
+    shown = sample_and_check(generate, tokenizer, tasks, Checker(), k=2, max_new_tokens=3, batch_size=4,
+                             progress="curriculum at step 0")
+    err = capsys.readouterr().err
+    assert "curriculum at step 0" in err and "6/6" in err and "ok=2" in err
+    assert pass_counts(shown) == pass_counts(quiet) == {tasks[0].id: (2, 2), tasks[1].id: (0, 2), tasks[2].id: (0, 2)}
+
+
 def test_the_health_callback_warns_when_a_step_cannot_teach():
     from types import SimpleNamespace
 

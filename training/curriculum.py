@@ -195,7 +195,8 @@ class CurriculumCallback(TrainerCallback):
         max_tokens = self.max_new_tokens or getattr(trainer.args, "max_completion_length", None) or 256
         samples = sample_and_check(TrainerGenerator(trainer), tokenizer_of(trainer.processing_class), padded,
                                    self.checker, k=self.curriculum.k, max_new_tokens=max_tokens,
-                                   batch_size=self.batch_size, context_chars=self.context_chars)
+                                   batch_size=self.batch_size, context_chars=self.context_chars,
+                                   progress=f"curriculum at step {step}" if accelerator.is_main_process else "")
         counts = pass_counts(samples[:len(mine) * self.curriculum.k])
         if world > 1:
             from accelerate.utils import gather_object

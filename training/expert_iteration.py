@@ -141,7 +141,8 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
             model.eval()
             samples = sample_and_check(ModelGenerator(model, tokenizer, sampling), tokenizer, prepared.train_tasks,
                                        checker, k=cfg.samples_per_task, max_new_tokens=cfg.sample_max_tokens,
-                                       batch_size=cfg.sample_batch_size, context_chars=cfg.prompt_context_chars)
+                                       batch_size=cfg.sample_batch_size, context_chars=cfg.prompt_context_chars,
+                                       progress=f"expert iteration round {round_}: sampling")
             this_round: dict[str, list[str]] = {}
             new = kept_proofs(samples, kept, limit=cfg.max_proofs_per_task)
             kept_proofs(samples, this_round, limit=cfg.max_proofs_per_task)

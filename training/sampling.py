@@ -10,10 +10,13 @@ generation batches of ``batch_size`` prompts; a harness failure is an outcome wi
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from proofgym.envs.types import Task, Verdict
 from proofgym.training.data import prompt_messages
@@ -35,7 +38,8 @@ class Sample:
 
 
 def sample_and_check(generate: Generator, tokenizer: Any, tasks: Sequence[Task], checker: VerifierReward, *,
-                     k: int, max_new_tokens: int, batch_size: int = 16, context_chars: int = 2000) -> list[Sample]:
+                     k: int, max_new_tokens: int, batch_size: int = 16, context_chars: int = 2000,
+                     progress: str = "") -> list[Sample]:
     """``k`` attempts at each task, generated ``batch_size`` prompts at a time and checked on ``checker``'s pool.
 
     Args:
@@ -47,6 +51,8 @@ def sample_and_check(generate: Generator, tokenizer: Any, tasks: Sequence[Task],
         max_new_tokens: Tokens per reply.
         batch_size: Prompts per ``generate`` call.
         context_chars: The prompts' context, as in training.
+        progress: When given, a progress bar with this title (samples done, OK so far) on stderr:
+            a curriculum estimate or an expert-iteration round is minutes of generation on a CPU.
 
     Returns:
         ``len(tasks) * k`` samples, the ``k`` of a task next to each other, in task order.
@@ -57,12 +63,16 @@ def sample_and_check(generate: Generator, tokenizer: Any, tasks: Sequence[Task],
                                                       generation_prompt=True)) for t in tasks}
     todo = [t for t in tasks for _ in range(k)]
     samples: list[Sample] = []
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start:start + batch_size]
-        new_ids, _ = generate([prompts[t.id] for t in batch], max_new_tokens)
-        texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
-        outcomes = checker.check(batch, [checker.proof_of(text, t) for text, t in zip(texts, batch, strict=True)])
-        samples += [Sample(t, text, o) for t, text, o in zip(batch, texts, outcomes, strict=True)]
+    with tqdm(total=len(todo), desc=progress, unit="sample", disable=not progress, file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            new_ids, _ = generate([prompts[t.id] for t in batch], max_new_tokens)
+            texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
+            outcomes = checker.check(batch, [checker.proof_of(text, t) for text, t in zip(texts, batch, strict=True)])
+            samples += [Sample(t, text, o) for t, text, o in zip(batch, texts, outcomes, strict=True)]
+            bar.update(len(batch))
+            bar.set_postfix(ok=sum(s.ok for s in samples), refresh=False)
     return samples
 
 
