@@ -71,17 +71,19 @@ def last_code_block(text: str) -> tuple[str, bool, bool]:
     if not fences:
         return text, False, True
     # Pair fences in order: opener, closer, opener, closer... A lone last opener is unterminated.
+    # By index, each fence looked at once: a reply of a few thousand fence lines (a policy's) took seconds to
+    # minutes when each opener copied the rest of the list and searched it again (red team round 6).
     blocks: list[tuple[int, int | None]] = []
     i = 0
     while i < len(fences):
         opener = fences[i]
-        closer = next((f for f in fences[i + 1:] if f.group(1)[0] == opener.group(1)[0]
-                       and len(f.group(1)) >= len(opener.group(1)) and not f.group(2)), None)
-        if closer is None:
+        j = next((k for k in range(i + 1, len(fences)) if fences[k].group(1)[0] == opener.group(1)[0]
+                  and len(fences[k].group(1)) >= len(opener.group(1)) and not fences[k].group(2)), None)
+        if j is None:
             blocks.append((opener.end(), None))
             break
-        blocks.append((opener.end(), closer.start()))
-        i = fences.index(closer) + 1
+        blocks.append((opener.end(), fences[j].start()))
+        i = j + 1
     start, end = blocks[-1]
     body = text[start:end] if end is not None else text[start:]
     return body.removeprefix("\n"), True, end is not None

@@ -41,7 +41,7 @@ from proofgym.envs.verifiers.dafny.lexer import (
     CLAUSE_KEYWORDS,
     Token,
     attribute_spans,
-    matching_close,
+    bracket_closes,
     matching_open,
     tokenize,
 )
@@ -772,6 +772,7 @@ def module_scopes(tokens: Sequence[Token]) -> list[ModuleScope]:
     """Every ``[abstract] module {attributes} Name [refines Q] { ... }`` in the tokens."""
     tokens = list(tokens)
     attr_close = {a: b for _, a, b in attribute_spans(tokens)}
+    closes: list[int] | None = None  # every bracket's close, worked out once (nested modules were quadratic)
     out = []
     for k, t in enumerate(tokens):
         if t.kind != "ident" or t.text != "module":
@@ -792,7 +793,9 @@ def module_scopes(tokens: Sequence[Token]) -> list[ModuleScope]:
             m += 1
         if m >= len(tokens):
             continue
-        close = matching_close(tokens, m)
+        if closes is None:
+            closes = bracket_closes(tokens)
+        close = closes[m]
         if close == -1:
             continue
         out.append(ModuleScope(tokens[j].text, k > 0 and tokens[k - 1].text == "abstract",
