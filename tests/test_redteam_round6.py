@@ -16,6 +16,15 @@ Found and fixed here (each test below fails on the code before the fix):
   process held 650 MB for one check, an OK verdict); a call now keeps at most ``idetop.MESSAGE_BYTES`` of
   message text, and a query the verifier judges by (``Print Assumptions``, the leak audit's ``Print``) never
   judges on part of its answer.
+- Coq determinism: a proof naming the isolation cache's module (``C<key>.f1``, which feedback can show) was OK on
+  a cached context and FAIL on a replayed one; it now runs replayed, as ``Top.`` names do.
+- Cost before any prover runs: the reply parser's fence pairing and Dafny's attribute/module readers were
+  quadratic in the submission (see the last section).
+
+Looked at and held: the HOL Light zygote caps what a worker prints and its verdict (``pg_max_output``,
+``pg_max_verdict``) and limits each worker (RLIMIT_AS/CPU, seccomp); the pool never caches a TIMEOUT or a
+harness failure, keys the verdict cache by the whole task, the proof and the verifier settings, and retries a
+dead worker's check elsewhere; a Coq goal too large to print ends in Coq's own ``Stack overflow`` (FAIL).
 """
 
 from __future__ import annotations
@@ -200,6 +209,29 @@ def test_a_leak_audit_never_reads_a_proof_term_in_part(monkeypatch: pytest.Monke
         result = v.check(leak, honest)
     assert result.verdict is Verdict.CHEATING and "too large to audit" in result.reasons[0], result
 
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.parametrize("prefix", ["", "PGIso."])
+def test_the_isolation_cache_module_name_gets_the_uncached_verdict(tmp_path, prefix: str):
+    """Was a hole (fixed): a context served from the isolation cache is the module ``PGIso.C<key>``, which a
+    replayed (uncached) context has no trace of, so ``exact C<key>.f1`` was OK with the cache and FAIL without:
+    a verdict that depended on the cache (and on which pool worker had the context cached). Such a proof now
+    runs on the replayed session, as ``Top.`` names do (round 4), and gets the uncached verdict everywhere."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    context = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n" \
+              "Lemma f1 : f 1 = 1. Proof. reflexivity. Qed.\n"
+    task = _coq("iso_name", "Lemma t : f 1 = 1.", context)
+    verdicts = []
+    for where in ({"isolation_dir": str(tmp_path)}, {"isolation_cache": False}):
+        with CoqVerifier(audit="never", **where) as v:
+            assert v.check(task, "Proof. exact f1. Qed.").verdict is Verdict.OK
+            if v.isolation is not None:
+                module = v.isolation.plan(v._with_prelude(task).context).module
+            verdicts.append(v.check(task, f"Proof. exact {prefix}{module}.f1. Qed.").verdict)
+    assert verdicts == [Verdict.FAIL, Verdict.FAIL]
 
 # ---------------------------------------------------------------------------------------------
 # What a submission costs before any prover runs: the pure-Python readers are linear

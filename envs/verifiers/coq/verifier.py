@@ -957,7 +957,9 @@ _SESSION_PREFIX = "Top."
 
 
 #: A qualified name under the toplevel module, as a statement or proof may write a context's constant.
-_NAMES_TOP = re.compile(r"(?<![\w'.])Top\.")
+# ``Top.x``, or the isolation cache's own module name for it (``C<key>.x``, ``PGIso.C<key>.x``; red team round 6:
+# only a cached context has that module, so such a proof was OK with the cache and FAIL without it).
+_NAMES_TOP = re.compile(r"(?<![\w'.])(?:Top|(?:PGIso\.)?C[0-9a-f]{40})\.")
 #: The key prefix of a replayed session in ``CoqVerifier._sessions`` (a NUL: no context text starts with one).
 _REPLAYED = "\x00replayed\x00"
 
