@@ -28,8 +28,10 @@ What it does, in order (every arm starts from the same warm start and is evaluat
    tasks (--bootstrap resamples, 95% percentile interval). Paired: the same tasks in both arms,
    so task difficulty cancels and the interval is far tighter than two separate ones.
 
-Success is a grpo Δ whose 95% interval lies above 0 while the control's interval covers 0. The
-report says which happened, with the numbers; a negative result is reported as one.
+Success is a grpo Δ whose 95% interval lies above 0 while the control's does not: a control that rises
+would mean the gain comes from updating as such, not from the verifier (one that falls is reported as
+falling). Greedy pass@1 gets the same paired interval. The report says which happened, with the
+numbers; a negative result is reported as one.
 
 Writes <out>/LEARNING.md (the report, with plots), <out>/learning_curve.png,
 <out>/learning_curve.json (every number, per task), <out>/split.json, and each arm's training
@@ -323,10 +325,14 @@ def verdict_text(deltas: Mapping[str, Mapping[str, float]]) -> str:
     control_ok = True
     if "control" in deltas:
         c = deltas["control"]
-        control_ok = c["lo"] <= 0 <= c["hi"]
-        lines.append(f"Permuted-reward control: Δ {_interval(c)}; "
-                     + ("its interval covers 0, as it should." if control_ok else
-                        "its interval excludes 0: something besides the verifier's signal moves the score."))
+        # The control rules out a gain from updating as such (format, length): only a control that *rises*
+        # could explain a GRPO gain. One that falls is reported as such.
+        control_ok = c["lo"] <= 0
+        lines.append(f"Permuted-reward control: Δ {_interval(c)}; " + (
+            "its interval covers 0, as it should." if c["lo"] <= 0 <= c["hi"] else
+            "its interval lies below 0: updates with rewards unrelated to the proofs made the policy worse, so a "
+            "gain is not from updating as such." if c["hi"] < 0 else
+            "its interval lies above 0: something besides the verifier's signal moves the score."))
     if "expert" in deltas:
         lines.append(f"Expert iteration: Δ {_interval(deltas['expert'])}.")
     if up and control_ok:
@@ -387,18 +393,29 @@ def plot(results: Mapping[str, Any], runs: Mapping[str, Any], k: int, path: Path
 
 def write_report(out: Path, args: argparse.Namespace, split: Mapping[str, Any], results: Mapping[str, Any],
                  deltas: Mapping[str, Any], runs: Mapping[str, Any], machine: Mapping[str, Any],
-                 image: Path | None) -> Path:
+                 image: Path | None, greedy_deltas: Mapping[str, Any] | None = None) -> Path:
     k = args.k
+    greedy_deltas = greedy_deltas or {}
     lines = [f"# Learning curve: {args.model} on {args.suite} ({', '.join(args.category or ['P1'])})", "",
              verdict_text(deltas), "", "## Arms on the held-out split", "",
-             f"| arm | mean pass@1 (T=1, k={k}) [95% CI] | pass@{k} | greedy pass@1 | Δ pass@1 vs sft [95% CI] |",
-             "|---|---|---|---|---|"]
+             f"| arm | mean pass@1 (T=1, k={k}) [95% CI] | pass@{k} | greedy pass@1 | Δ pass@1 vs sft [95% CI] "
+             "| Δ greedy vs sft [95% CI] |",
+             "|---|---|---|---|---|---|"]
     for arm in (a for a in ARMS if a in results):
         r = results[arm]
         ci = f"{_pct(r['pass@1'])} [{_pct(r['ci']['lo'])}, {_pct(r['ci']['hi'])}]"
         delta = _interval(deltas[arm]) if arm in deltas else "-"
+        greedy_delta = _interval(greedy_deltas[arm]) if arm in greedy_deltas else "-"
         lines.append(f"| {arm} | {ci} | {_pct(r[f'pass@{k}'])} | {_pct(r.get('greedy_pass@1', float('nan')))} | "
-                     f"{delta} |")
+                     f"{delta} | {greedy_delta} |")
+    estimates = {arm: runs[arm].curriculum for arm in ("grpo", "control") if arm in runs and runs[arm].curriculum}
+    if estimates:
+        lines += ["", f"Training tasks, as the curriculum measured them ({args.curriculum_k} samples per training "
+                  "task at each estimate; mean p̂ over all of them, and how many were kept, too easy, too hard):", "",
+                  "| arm | step | mean p̂ | kept | too easy | too hard |", "|---|---|---|---|---|---|"]
+        for arm, history in estimates.items():
+            lines += [f"| {arm} | {h['step']} | {h['curriculum/mean_p_hat']:.3f} | {h['curriculum/kept']:.0f} | "
+                      f"{h['curriculum/too_easy']:.0f} | {h['curriculum/too_hard']:.0f} |" for h in history]
     grpo_samples = args.grpo_steps * args.prompts_per_step * args.generations
     sft_length = f"{args.sft_steps} steps" if args.sft_steps else f"{args.sft_epochs:g} epoch(s)"
     lines += ["", "## Setup", "",
@@ -515,15 +532,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = results["sft"]["per_task_pass@1"]
     deltas = {arm: paired_bootstrap(r["per_task_pass@1"], base, resamples=args.bootstrap, seed=args.seed)
               for arm, r in results.items() if arm != "sft"}
+    greedy_deltas = {arm: paired_bootstrap(r["per_task_greedy"], results["sft"]["per_task_greedy"],
+                                           resamples=args.bootstrap, seed=args.seed)
+                     for arm, r in results.items() if arm != "sft" and "per_task_greedy" in r
+                     and "per_task_greedy" in results["sft"]}
     machine = {"cpus": os.cpu_count(), "load_before": load_before,
                "load_after": [round(x, 2) for x in os.getloadavg()], "wall_min": (time.monotonic() - start) / 60}
     image = plot(results, runs, args.k, out / "learning_curve.png")
-    report = write_report(out, args, split, results, deltas, runs, machine, image)
+    report = write_report(out, args, split, results, deltas, runs, machine, image, greedy_deltas)
     (out / "learning_curve.json").write_text(json.dumps(
         {"args": vars(args), "split": {k: v for k, v in split.items() if not k.endswith("_ids")},
          "results": {a: {k: v for k, v in r.items() if k not in ("sampled", "greedy")} | {
              "sampled": {t: list(cn) for t, cn in r["sampled"].items()}} for a, r in results.items()},
-         "deltas": deltas, "machine": machine,
+         "deltas": deltas, "greedy_deltas": greedy_deltas, "machine": machine,
          "logs": {a: run.log_history for a, run in runs.items()},
          "curriculum": runs["grpo"].curriculum if "grpo" in runs else []}, indent=2, default=str) + "\n",
         encoding="utf-8")

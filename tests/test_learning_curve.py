@@ -68,6 +68,20 @@ def test_the_paired_bootstrap_interval():
                         {"task_id": "a", "harness_error": "x"}]) == {"a": (1, 2)}
 
 
+def test_the_verdict_credits_grpo_only_when_the_control_does_not_rise():
+    lc = _script()
+
+    def d(lo: float, hi: float) -> dict[str, float]:
+        return {"delta": (lo + hi) / 2, "lo": lo, "hi": hi, "tasks": 60}
+
+    assert "GRPO learned" in lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.05, 0.04)})
+    falling = lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.12, -0.02)})
+    assert "GRPO learned" in falling and "lies below 0" in falling  # a control that falls cannot explain a gain
+    rising = lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(0.01, 0.08)})
+    assert "inconclusive" in rising and "lies above 0" in rising
+    assert "no measurable learning" in lc.verdict_text({"grpo": d(-0.01, 0.08), "control": d(-0.05, 0.04)})
+
+
 def test_help_teaches_the_experiment(capsys):
     lc = _script()
     with pytest.raises(SystemExit) as done:
