@@ -19,7 +19,9 @@ Found and fixed here (each test below fails on the code before the fix):
 - Coq determinism: a proof naming the isolation cache's module (``C<key>.f1``, which feedback can show) was OK on
   a cached context and FAIL on a replayed one; it now runs replayed, as ``Top.`` names do.
 - Cost before any prover runs: the reply parser's fence pairing and Dafny's attribute/module readers were
-  quadratic in the submission (see the last section).
+  quadratic in the submission (see that section).
+- The pool: with a CPU-time budget (``timeout_clock="cpu"``) the pool still answered TIMEOUT at ``timeout_s`` of
+  wall time, before the verifier's own wall backstop: its deadline is now the verifier's.
 
 Looked at and held: the HOL Light zygote caps what a worker prints and its verdict (``pg_max_output``,
 ``pg_max_verdict``) and limits each worker (RLIMIT_AS/CPU, seccomp); the pool never caches a TIMEOUT or a
@@ -295,3 +297,32 @@ def test_the_dafny_lexer_counts_columns_in_utf8_bytes_after_many_tokens():
         "var": (1, 1), "a": (1, 5), ":=": (1, 7), '"\u00e9\u2200"': (1, 10), ";": (1, 17), "x": (1, 19),
         "y": (2, 3), "z": (3, 5), "{": (3, 7), "}": (3, 57), "w": (3, 59), '@"a\u00e9\nb"': (4, 1), "q": (5, 4),
         "'c'": (5, 6)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The verifier pool
+
+
+def test_the_pool_deadline_is_the_cpu_clocked_verifiers_own(tmp_path):
+    """Was a hole (fixed): with ``timeout_clock="cpu"`` a verifier gives a check ``timeout_s`` of CPU and up to
+    ``wall_backstop * timeout_s`` of wall time (a loaded machine), but the pool answered TIMEOUT at ``timeout_s``
+    of wall time: the verdict depended on the load again. Here the check answers OK once the old deadline has
+    surely passed (the test waits for it, no timing threshold)."""
+    import dataclasses
+    import time as clock
+
+    from tests.test_pool import fake_pool, fake_task
+
+    gate = tmp_path / "go"
+    task = dataclasses.replace(fake_task(0), timeout_s=0.5)
+    kwargs = {"timeout_clock": "cpu", "wall_backstop": 1000.0}
+    with fake_pool(1, context_allowance_s=0.0, verifier_kwargs=kwargs) as pool:
+        future = pool.submit(task, f"wait:{gate}")
+        clock.sleep(2.0)  # past timeout_s + context_allowance_s: where the old pool answered TIMEOUT
+        gate.write_text("go")
+        assert future.result(timeout=120).verdict is Verdict.OK
+    with fake_pool(1, context_allowance_s=0.0) as pool:  # the wall clock: timeout_s is the verifier's deadline
+        gate.unlink()
+        future = pool.submit(task, f"wait:{gate}")
+        assert future.result(timeout=120).verdict is Verdict.TIMEOUT
+        gate.write_text("go")

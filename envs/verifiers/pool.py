@@ -1055,7 +1055,7 @@ class LocalVerifierPool(VerifierPool):
                     if message[0] == "running":
                         if slot.current is not None and slot.current.seq == message[1]:
                             slot.current.ran_at = time.monotonic()
-                            slot.current.check_deadline = (slot.current.ran_at + slot.current.task.timeout_s
+                            slot.current.check_deadline = (slot.current.ran_at + self._wall_s(slot.current.task)
                                                            + self.context_allowance_s)
                         continue
                     _, seq, result, kind, text = message
@@ -1257,6 +1257,18 @@ class LocalVerifierPool(VerifierPool):
                 finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, self._late(job),
                                                  job.attempts, f"local:{slot.index}:{slot.pid}",
                                                  job.started - job.submitted, now - job.submitted)))
+
+    def _wall_s(self, task: Task) -> float:
+        """The wall-clock seconds the worker's verifier itself allows ``task``: ``timeout_s``, or with a CPU-time
+        budget (``timeout_clock="cpu"``) its wall backstop, ``wall_backstop * timeout_s``. Red team round 6: the
+        pool answered TIMEOUT at ``timeout_s`` wall (plus the context allowance) for a check the CPU-clocked
+        verifier would still answer OK on a loaded machine, so the verdict depended on the load again."""
+        kwargs = {**self._verifier_kwargs, **self._system_kwargs.get(task.system, {})}
+        config = kwargs.get("config")
+        clock = kwargs.get("timeout_clock", getattr(config, "timeout_clock", "wall"))
+        if clock != "cpu":
+            return task.timeout_s
+        return task.timeout_s * max(1.0, float(kwargs.get("wall_backstop", getattr(config, "wall_backstop", 4.0))))
 
     def _late(self, job: _Job) -> CheckResult:
         return CheckResult(Verdict.TIMEOUT, (
