@@ -314,8 +314,11 @@ def _interval(d: Mapping[str, float]) -> str:
     return f"{100 * d['delta']:+.1f} pp [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
-def verdict_text(deltas: Mapping[str, Mapping[str, float]]) -> str:
-    """What the intervals say, against the success criterion in the module docstring."""
+def verdict_text(deltas: Mapping[str, Mapping[str, float]], vs_expert: Mapping[str, float] | None = None) -> str:
+    """What the intervals say, against the success criterion in the module docstring.
+
+    ``vs_expert``: GRPO's paired Δ against expert iteration, the baseline it must beat.
+    """
     if "grpo" not in deltas:
         return "No GRPO arm was run."
     g = deltas["grpo"]
@@ -335,8 +338,14 @@ def verdict_text(deltas: Mapping[str, Mapping[str, float]]) -> str:
             "its interval lies above 0: something besides the verifier's signal moves the score."))
     if "expert" in deltas:
         lines.append(f"Expert iteration: Δ {_interval(deltas['expert'])}.")
+    if vs_expert is not None:
+        lines.append(f"GRPO vs expert iteration (the baseline): Δ {_interval(vs_expert)}; " + (
+            "GRPO beat it." if vs_expert["lo"] > 0 else "expert iteration did better." if vs_expert["hi"] < 0
+            else "the interval covers 0: this run cannot tell them apart."))
     if up and control_ok:
-        lines.append("**Result: GRPO learned.** The GRPO interval lies above 0 and the control's covers 0.")
+        lines.append("**Result: GRPO learned.** The GRPO interval lies above 0 and the control's does not ("
+                     + ("it lies below 0: the control fell" if "control" in deltas and deltas["control"]["hi"] < 0
+                        else "it covers 0") + ").")
     elif up:
         lines.append("**Result: inconclusive.** GRPO's interval is above 0, but the control's excludes 0 too: the "
                      "gain cannot be credited to the verifier's signal.")
@@ -393,11 +402,12 @@ def plot(results: Mapping[str, Any], runs: Mapping[str, Any], k: int, path: Path
 
 def write_report(out: Path, args: argparse.Namespace, split: Mapping[str, Any], results: Mapping[str, Any],
                  deltas: Mapping[str, Any], runs: Mapping[str, Any], machine: Mapping[str, Any],
-                 image: Path | None, greedy_deltas: Mapping[str, Any] | None = None) -> Path:
+                 image: Path | None, greedy_deltas: Mapping[str, Any] | None = None,
+                 vs_expert: Mapping[str, float] | None = None) -> Path:
     k = args.k
     greedy_deltas = greedy_deltas or {}
     lines = [f"# Learning curve: {args.model} on {args.suite} ({', '.join(args.category or ['P1'])})", "",
-             verdict_text(deltas), "", "## Arms on the held-out split", "",
+             verdict_text(deltas, vs_expert), "", "## Arms on the held-out split", "",
              f"| arm | mean pass@1 (T=1, k={k}) [95% CI] | pass@{k} | greedy pass@1 | Δ pass@1 vs sft [95% CI] "
              "| Δ greedy vs sft [95% CI] |",
              "|---|---|---|---|---|---|"]
@@ -536,15 +546,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            resamples=args.bootstrap, seed=args.seed)
                      for arm, r in results.items() if arm != "sft" and "per_task_greedy" in r
                      and "per_task_greedy" in results["sft"]}
+    vs_expert = (paired_bootstrap(results["grpo"]["per_task_pass@1"], results["expert"]["per_task_pass@1"],
+                                  resamples=args.bootstrap, seed=args.seed)
+                 if "grpo" in results and "expert" in results else None)
     machine = {"cpus": os.cpu_count(), "load_before": load_before,
                "load_after": [round(x, 2) for x in os.getloadavg()], "wall_min": (time.monotonic() - start) / 60}
     image = plot(results, runs, args.k, out / "learning_curve.png")
-    report = write_report(out, args, split, results, deltas, runs, machine, image, greedy_deltas)
+    report = write_report(out, args, split, results, deltas, runs, machine, image, greedy_deltas, vs_expert)
     (out / "learning_curve.json").write_text(json.dumps(
         {"args": vars(args), "split": {k: v for k, v in split.items() if not k.endswith("_ids")},
          "results": {a: {k: v for k, v in r.items() if k not in ("sampled", "greedy")} | {
              "sampled": {t: list(cn) for t, cn in r["sampled"].items()}} for a, r in results.items()},
-         "deltas": deltas, "greedy_deltas": greedy_deltas, "machine": machine,
+         "deltas": deltas, "greedy_deltas": greedy_deltas, "grpo_vs_expert": vs_expert, "machine": machine,
          "logs": {a: run.log_history for a, run in runs.items()},
          "curriculum": runs["grpo"].curriculum if "grpo" in runs else []}, indent=2, default=str) + "\n",
         encoding="utf-8")

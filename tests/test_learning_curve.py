@@ -80,6 +80,10 @@ def test_the_verdict_credits_grpo_only_when_the_control_does_not_rise():
     rising = lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(0.01, 0.08)})
     assert "inconclusive" in rising and "lies above 0" in rising
     assert "no measurable learning" in lc.verdict_text({"grpo": d(-0.01, 0.08), "control": d(-0.05, 0.04)})
+    assert "covers 0)" in lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.05, 0.04)})
+    assert "the control fell" in falling
+    assert "GRPO beat it" in lc.verdict_text({"grpo": d(0.02, 0.10)}, d(0.01, 0.05))
+    assert "cannot tell them apart" in lc.verdict_text({"grpo": d(0.02, 0.10)}, d(-0.01, 0.05))
 
 
 def test_help_teaches_the_experiment(capsys):
