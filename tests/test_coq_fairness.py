@@ -111,18 +111,22 @@ BARE = "Lemma bare n m : n + m = m + n."
     pytest.param("Proof. Lemma other : False. Admitted. Qed.", "CHEATING", "Admitted",
                  id="another-statement-then-admitted"),
     pytest.param("Proof. Lemma other : False. Proof. admit. Qed.", "CHEATING", "hole", id="another-statement-then-hole"),
+    # Iris names binders in Unicode (SmolLM2 on coq-iris, session 15: the renamed statement alone was CHEATING).
+    pytest.param("Lemma big_sepMS_sep_2 \u03a6 n X : \u03a6 n = \u03a6 n.", "ERROR", "no proof",
+                 id="renamed-statement-with-unicode-binders-alone"),
     # Prose of the same shape is still prose: dropped before the proof, as before.
     pytest.param("Lemma bare holds: by lia.\nProof. lia. Qed.", ("Proof.", "(lia).", "Qed."), "dropped",
                  id="prose-of-the-same-shape"),
 ])
 def test_a_statement_with_bare_binders_is_a_repeated_statement(proof: str, outcome: object, reason: str) -> None:
+    statement = "Lemma big_sepMS_laterN_2 \u03a6 n X : \u03a6 n = \u03a6 n." if "\u03a6" in proof else BARE
     if isinstance(outcome, tuple):
-        norm = normalize_proof(proof, BARE)
+        norm = normalize_proof(proof, statement)
         assert norm.sentences == outcome
         assert reason in " ".join(norm.notes)
         return
     with pytest.raises(ProofRejected) as info:
-        normalize_proof(proof, BARE)
+        normalize_proof(proof, statement)
     assert info.value.verdict == outcome
     assert reason in " ".join(info.value.reasons)
 

@@ -89,9 +89,9 @@ STATEMENT_RE = re.compile(rf"^\s*{_PREFIXES}({_THEOREM_KEYWORDS}|Goal)\b\s*([^\s
 # STATEMENT_RE so that prose such as "Lemma 1 says..." or "Theorem: ..." is not taken for one.
 _RESTATEMENT_RE = re.compile(rf"^{_PREFIXES}(?:(?:{_THEOREM_KEYWORDS})\s+([A-Za-z_][\w']*)\s*(?=[:({{\[`])|Goal\s+(?=[^\s:]))")
 # ``Lemma foo n m : ...``: bare binder names before the colon, as stdpp, Iris and much of the standard
-# library write statements. Prose can have that shape too ("Lemma foo holds: ..."), so a sentence of
+# library write statements; binder names may be Unicode (Iris's ``Φ``). Prose can have that shape too ("Lemma foo holds: ..."), so a sentence of
 # this shape counts as a restatement only when it is the task's own statement (:func:`_restates`).
-_BARE_BINDERS_RE = re.compile(rf"^{_PREFIXES}(?:{_THEOREM_KEYWORDS})\s+[A-Za-z_][\w']*(?:\s+[A-Za-z_][\w']*)+\s*(?=[:({{\[`])")
+_BARE_BINDERS_RE = re.compile(rf"^{_PREFIXES}(?:{_THEOREM_KEYWORDS})\s+[^\W\d][\w']*(?:\s+[^\W\d][\w']*)+\s*(?=[:({{\[`])")
 
 _SELECTOR = r"(?:\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|all|!|par|\[\s*[A-Za-z_][\w']*\s*\])"
 _SELECTOR_RE = re.compile(rf"^({_SELECTOR})\s*:(?![=>])\s*(.*)$", re.S)
