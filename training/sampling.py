@@ -63,6 +63,7 @@ def sample_and_check(generate: Generator, tokenizer: Any, tasks: Sequence[Task],
                                                       generation_prompt=True)) for t in tasks}
     todo = [t for t in tasks for _ in range(k)]
     samples: list[Sample] = []
+    passed = 0
     with tqdm(total=len(todo), desc=progress, unit="sample", disable=not progress, file=sys.stderr,
               dynamic_ncols=True) as bar:
         for start in range(0, len(todo), batch_size):
@@ -70,9 +71,11 @@ def sample_and_check(generate: Generator, tokenizer: Any, tasks: Sequence[Task],
             new_ids, _ = generate([prompts[t.id] for t in batch], max_new_tokens)
             texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
             outcomes = checker.check(batch, [checker.proof_of(text, t) for text, t in zip(texts, batch, strict=True)])
-            samples += [Sample(t, text, o) for t, text, o in zip(batch, texts, outcomes, strict=True)]
+            fresh = [Sample(t, text, o) for t, text, o in zip(batch, texts, outcomes, strict=True)]
+            samples += fresh
+            passed += sum(s.ok for s in fresh)
             bar.update(len(batch))
-            bar.set_postfix(ok=sum(s.ok for s in samples), refresh=False)
+            bar.set_postfix(ok=passed, refresh=False)
     return samples
 
 
