@@ -375,7 +375,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             return _die(EXIT_BAD_INPUT, "coq-project takes one of --lib NAME (an installed library such as stdpp, "
                                         "iris, mathcomp) or --project DIR (a built _CoqProject or dune project)")
         options.update(seed=args.seed, limit=args.limit, lib=args.lib, project=args.project,
-                       per_category=args.per_category, budget_s=args.budget_s)
+                       per_category=args.per_category, budget_s=args.budget_s, order=args.order,
+                       retry_excluded=args.retry_excluded)
     else:
         options.update(seed=args.seed, limit=args.limit)
     try:
@@ -665,8 +666,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-category", default="160,120,80", metavar="P1,P2,P3",
                    help="coq-project: tasks sampled per category (default Selene's 160,120,80)")
     p.add_argument("--budget-s", type=float, default=0, metavar="S",
-                   help="coq-project: start no validation round after S seconds; the suite holds what was validated "
-                        "(a seeded, stratified part of the sample) and the same command continues it (default 0: all)")
+                   help="coq-project: start no validation round or piece of a file after S seconds; the suite holds "
+                        "what was validated and the same command continues it (default 0: all)")
+    p.add_argument("--order", choices=("file", "stratified"), default="file",
+                   help="coq-project: validate a source file at a time (default: one warm session and one audit "
+                        "compile per piece of a file, about 10x faster; a stopped build holds whole files) or in "
+                        "seeded rounds whose every prefix is a uniform, category-stratified draw (slower)")
+    p.add_argument("--retry-excluded", action="store_true",
+                   help="coq-project: validate again the tasks an earlier run of this build excluded (after "
+                        "upgrading proofgym or the library); the kept ones stay kept")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",

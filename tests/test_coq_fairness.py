@@ -23,6 +23,12 @@ from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
 HARD = "Lemma hard (n : nat) : n + 0 = n."
 
 
+def test_a_tactic_ending_in_a_star_is_not_closed_as_a_comment() -> None:
+    got = normalize_proof("Proof. rewrite addn0 in H *. Timeout 3 move=> * . Qed.").sentences
+    assert got == ("Proof.", "(rewrite addn0 in H * ).", "(timeout 3 (move=> * )).", "Qed.")
+    assert all("*)" not in s for s in got)
+
+
 @pytest.mark.parametrize(("proof", "sentences", "note"), [
     pytest.param("Lemma hard (n : nat) : n + 0 = n.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
                  "repeated statement", id="statement"),
@@ -184,6 +190,8 @@ TASKS = {
                      allowed_axioms=["Coq.Logic.Classical_Prop.classic"]),
     "section_hyp": _task("section_hyp", "Lemma x0 : x = 0.", context="Section S.\nVariable x : nat.\n"
                          "Hypothesis H : x = 0.\n", reference="Proof. exact H. Qed."),
+    "ssr": _task("ssr", "Lemma ssr_in (n : nat) (H : n + 0 = 0) : n + 0 = 0.",
+                 context="From Coq Require Import ssreflect.\n", reference="Proof. exact H. Qed."),
     "monoid": _task("monoid", "Lemma unit_unique (u : A) (Hu : forall x, op u x = x) : u = unit.", context=MONOID,
                     reference="Proof. rewrite <- (unit_r u). apply Hu. Qed."),
 }
@@ -283,6 +291,11 @@ SLIPS = [
     S("monoid", MONOID_PROOF[:-1], Verdict.OK, id="qed-without-period"),
     S("hard", "**Proof.**\ninduction n; simpl; auto.\nQed.", Verdict.OK, id="markdown-bold-proof"),
     S("hard", "Proof.\u00a0induction n; simpl; auto. Qed.", Verdict.OK, id="no-break-space"),
+    # ssreflect's `in H *` ends a tactic with `*`: parenthesised as `(... *)`, `*)` closed a comment and the
+    # honest proof was ERROR (13 of coq-mathcomp's 360 references were).
+    S("ssr", "Proof. rewrite -plus_n_O in H *. exact H. Qed.", Verdict.OK, id="ssreflect-in-star"),
+    S("ssr", "Proof. Timeout 5 rewrite -plus_n_O in H *. exact H. Qed.", Verdict.OK, id="ssreflect-in-star-timeout"),
+    S("ssr", "Proof. all: rewrite -plus_n_O in H |- *. exact H. Qed.", Verdict.OK, id="ssreflect-in-star-selector"),
 ]
 
 

@@ -321,7 +321,7 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
 
     out = tmp_path / "suites" / "coq-proj.jsonl"  # a folder not made yet, as in a fresh cache
     options = {"out": out, "counts": {"P1": 2, "P2": 5, "P3": 5}, "workers": 1, "progress": False, "seed": 3,
-               "round_size": 2}
+               "round_size": 2, "order": "stratified"}
     # Stopped (Ctrl-C) during its second round: the suite holds the first round's validated tasks...
     rounds: list[list[str]] = []
     real = coq_project._validate_round
@@ -381,6 +381,60 @@ def test_build_validates_every_sampled_task_and_writes_its_report(project_dir: P
     assert fresh.with_suffix(".validation.jsonl").read_text() == ledger and fresh.read_text() == out.read_text()
     # Another sample (another seed) does not reuse the ledger of this one.
     assert coq_project._read_ledger(out.with_suffix(".validation.jsonl"), {"seed": 4}) == []
+
+
+@pytest.mark.prover
+@requires_coq
+def test_a_build_by_file_keeps_what_the_rounds_keep_and_resumes_after_a_kill(project_dir: Path, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from proofgym.envs.tasks import coq_project
+
+    common = {"counts": {"P1": 2, "P2": 5, "P3": 5}, "workers": 1, "progress": False, "seed": 3}
+    rounds = tmp_path / "rounds" / "coq-proj.jsonl"
+    build_coq_project(read_project(project_dir), out=rounds, order="stratified", round_size=2, **common)
+    # The default order: a file piece at a time (here a piece is one task), each a line of the ledger. Killed
+    # once the second piece is written: the suite holds the first piece, the ledger both...
+    out = tmp_path / "file" / "coq-proj.jsonl"
+    real = coq_project._kept_from_ledger
+    calls: list[int] = []
+
+    def killed(rows, sampled):
+        calls.append(len(rows))
+        if len(calls) == 3:  # the start (the ledger's rows), piece 1, then piece 2
+            raise KeyboardInterrupt
+        return real(rows, sampled)
+
+    monkeypatch.setattr(coq_project, "_kept_from_ledger", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_coq_project(read_project(project_dir), out=out, round_size=1, **common)
+    monkeypatch.undo()
+    assert len(out.read_text().splitlines()) == 1
+    rows = [json.loads(line) for line in out.with_suffix(".validation.jsonl").read_text().splitlines()[1:]]
+    assert len(rows) == 2 and all(r["order"] == "file" and len(r["ids"]) == 1 for r in rows)
+    # ...and the same command validates only the rest, to the suite the rounds built.
+    report = build_coq_project(read_project(project_dir), out=out, round_size=1, **common)
+    assert report.validation["resumed"] == 2 and report.validation["rounds"] == 2
+    assert report.validation["order"] == "file"
+    assert out.read_text() == rounds.read_text()
+    # A piece holds tasks of one file, in file order.
+    pieces = [json.loads(line)["ids"] for line in out.with_suffix(".validation.jsonl").read_text().splitlines()[1:]]
+    whole = build_coq_project(read_project(project_dir), out=tmp_path / "whole" / "coq-proj.jsonl", **common)
+    assert whole.validation["rounds"] == 2  # Base.v's task, then Arith.v's three in one piece
+    assert len(pieces) == 4
+    # A task excluded once (here: as if its reference had failed) is validated again on --retry-excluded.
+    ledger = out.with_suffix(".validation.jsonl")
+    rows = ledger.read_text().splitlines()
+    last = json.loads(rows[-1])
+    dropped = last["kept"].pop()["id"]
+    last["excluded"] = {"reference proof FAIL": 1}
+    ledger.write_text("\n".join([*rows[:-1], json.dumps(last)]) + "\n")
+    assert build_coq_project(read_project(project_dir), out=out, **common).report.excluded == \
+        {"reference proof FAIL": 1}
+    retried = build_coq_project(read_project(project_dir), out=out, retry_excluded=True, **common)
+    assert retried.validation["rounds"] == 1 and not retried.report.excluded and out.read_text() == rounds.read_text()
+    assert dropped in json.loads(ledger.read_text().splitlines()[-1])["ids"]
+    with pytest.raises(coq_project.ProjectError, match="order must be"):
+        build_coq_project(read_project(project_dir), out=tmp_path / "x.jsonl", order="random", **common)
 
 
 def _installed(vo: str) -> bool:

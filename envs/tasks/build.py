@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,9 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     through the one suite validator (:func:`proofgym.envs.verifiers.validation.validate_suite`) on a
     pool over this worker's verifier. A kept task whose metadata names its original file (``library``,
     as project suites do) is also refused when Coq says its context loads that file: the original
-    lemma and what follows it would then be reachable.
+    lemma and what follows it would then be reachable. The kernel audit of the references (``coqc`` +
+    ``coqchk``) runs once the warm checks are done, one compile for the group's file where it can
+    (:meth:`~proofgym.envs.verifiers.coq.CoqVerifier.audit_references`).
     """
     from proofgym.envs.systems import SPECS, CheatProbe
     from proofgym.envs.verifiers.coq.verifier import CoqVerifier
@@ -84,6 +87,10 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     from proofgym.envs.verifiers.validation import validate_suite
 
     kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}
+    # The references' kernel audit runs after the warm checks, one compile per file where it can
+    # (CoqVerifier.audit_references): the warm checks themselves are not audited one by one.
+    audit = kwargs["audit"] != "never"
+    kwargs["audit"] = "never"
     if "coq" not in _VERIFIER:
         _VERIFIER["coq"] = CoqVerifier(**kwargs)
     verifier = _VERIFIER["coq"]
@@ -97,6 +104,16 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
 
     with InProcessPool({"coq": verifier}) as pool:
         checked = validate_suite(tasks, pool, probes=probes, false_rejection=lambda ref: ref.backend == "precheck")
+        audited: dict[str, str | None] = {}
+        if audit:
+            passed = [t for t in tasks if checked.reasons.get(t.id) is None]
+            try:
+                for task_id, result in verifier.audit_references(passed).items():
+                    audited[task_id] = None if result is None else f"reference proof {result.verdict.value}"
+            except (VerifierError, OSError) as exc:  # a broken verifier is rebuilt for the next group
+                audited = {t.id: f"harness failure: {type(exc).__name__}" for t in passed}
+                _VERIFIER.pop("coq").close()
+                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
         # The extras below run while the pool is open: its thread started the prover sessions, and a
         # sandboxed prover dies with the thread that started it (bwrap --die-with-parent).
         out = []
@@ -108,6 +125,9 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                 if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
                     _VERIFIER.pop("coq").close()
                     _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+                continue
+            if audited.get(task.id) is not None:
+                out.append((raw, audited[task.id], False))
                 continue
             try:
                 library = str(task.metadata.get("library") or "")
@@ -127,37 +147,61 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
 
 
 def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True,
-                   verifier_kwargs: dict[str, Any] | None = None) -> tuple[list[Task], Counter, list[str]]:
+                   verifier_kwargs: dict[str, Any] | None = None, max_group: int = 0,
+                   on_group: Callable[[list[str], list[Task], Counter, list[str]], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> tuple[list[Task], Counter, list[str]]:
     """Validate tasks in parallel; returns (kept, exclusion reasons, false-rejection ids).
 
+    Tasks go to the workers a source file at a time, in file order (one warm session extends along
+    the file, one audit compile covers it), in pieces of at most ``max_group`` tasks (0: whole files).
     ``verifier_kwargs`` are :class:`~proofgym.envs.verifiers.coq.CoqConfig` options for every
-    worker's verifier, e.g. a project's load path as ``extra_args``.
+    worker's verifier, e.g. a project's load path as ``extra_args``. ``on_group(ids, kept, excluded,
+    false_rejections)`` is called as each piece is done (a build writes its ledger there); once ``stop()``
+    is true, no piece that has not started yet is validated.
     """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in sorted(tasks, key=lambda t: (str(t.metadata.get("file", "")), int(t.metadata.get("line", 0)))):
         groups[str(t.metadata.get("file", t.id))].append(t.to_dict())
+    pieces = [group[i:i + max_group] if max_group else group for group in groups.values()
+              for i in range(0, len(group), max_group or len(group))]
+    pieces.sort(key=len, reverse=True)  # the longest first: two workers finish together
     kept: list[Task] = []
     excluded: Counter = Counter()
     false_rejections: list[str] = []
     bar = ProgressBar("validate", len(tasks), enabled=progress)
     with bar, ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_validate_group, group, verifier_kwargs) for group in groups.values()]
+        futures = {pool.submit(_validate_group, piece, verifier_kwargs): piece for piece in pieces}
         for fut in as_completed(futures):
+            piece = futures[fut]
+            if fut.cancelled():
+                continue
+            got_kept: list[Task] = []
+            got_excluded: Counter = Counter()
+            got_false: list[str] = []
             try:
                 results = fut.result()
             except Exception as exc:  # noqa: BLE001 - a dead worker loses its group, not the build
-                excluded[f"harness failure: {type(exc).__name__}"] += 1
-                bar.advance()
-                continue
+                got_excluded[f"harness failure: {type(exc).__name__}"] += len(piece)
+                bar.advance(len(piece))
+                results = []
             for raw, reason, whitelist in results:
                 if reason is None:
-                    kept.append(Task.from_dict(raw))
+                    got_kept.append(Task.from_dict(raw))
                 else:
                     loads = reason.startswith(("task does not load", "context does not load"))
-                    excluded[reason.split(":")[0] if loads else reason] += 1
+                    got_excluded[reason.split(":")[0] if loads else reason] += 1
                     if whitelist:
-                        false_rejections.append(raw["id"])
-                bar.advance(description=f"kept {len(kept)}, excluded {sum(excluded.values())}")
+                        got_false.append(raw["id"])
+                bar.advance(description=f"kept {len(kept) + len(got_kept)}, "
+                                        f"excluded {sum(excluded.values()) + sum(got_excluded.values())}")
+            kept += got_kept
+            excluded.update(got_excluded)
+            false_rejections += got_false
+            if on_group is not None:
+                on_group([raw["id"] for raw in piece], got_kept, got_excluded, got_false)
+            if stop is not None and stop():
+                for other in futures:
+                    other.cancel()  # only those not started yet: a running piece finishes and is kept
     kept.sort(key=lambda t: t.id)
     return kept, excluded, sorted(false_rejections)
 

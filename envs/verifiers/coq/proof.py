@@ -637,7 +637,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             continue
         for control in reversed(controls):
             if control.startswith("Timeout"):
-                tactic = f"timeout {control.split()[1]} ({tactic})"
+                tactic = f"timeout {control.split()[1]} {_parenthesised(tactic)}"
         reported = [c for c in controls if not c.startswith("Timeout")]
         if reported:
             notes.append(f"dropped the prefix `{' '.join(reported)}` (it only reports)")
@@ -645,7 +645,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             notes.append("wrote the prefix `Timeout n` as the tactic `timeout n`")
         identifiers |= _tokens(tactic)
         prefix = f"{selector}: " if selector else ""
-        out.append(f"{prefix}({tactic}){terminator}")
+        out.append(f"{prefix}{_parenthesised(tactic)}{terminator}")
         tactic_seen = True
 
     # -- after the proof -------------------------------------------------------------------------
@@ -796,7 +796,7 @@ def _proof_sentence(code: str, out: list[str], opener: int, tactic_seen: bool, i
         if (m := _PROOF_WITH_RE.match(code)) and fresh:
             tactic = m.group(1).strip()
             identifiers |= _tokens(tactic)
-            out[opener] = f"Proof with ({tactic})."
+            out[opener] = f"Proof with {_parenthesised(tactic)}."
             notes.append("merged `Proof with` into the first `Proof.`")
             return ""
         return (f"`{_short(code)}` after the proof has begun: `Proof with`/`Proof <term>` must be the first "
@@ -808,7 +808,7 @@ def _proof_sentence(code: str, out: list[str], opener: int, tactic_seen: bool, i
     elif m := _PROOF_WITH_RE.match(code):
         tactic = m.group(1).strip()
         identifiers |= _tokens(tactic)
-        out.append(f"Proof with ({tactic}).")
+        out.append(f"Proof with {_parenthesised(tactic)}.")
     else:  # pragma: no cover - the caller handles ``Proof <term>.``, and every other form is above
         return f"unrecognised Proof command: {_short(code)}"
     return ""
@@ -868,6 +868,13 @@ def _control_prefixes(code: str) -> tuple[str, list[str]]:
         controls.append(" ".join(m.group(1).split()))
         code = code[m.end():]
     return code, controls
+
+
+def _parenthesised(tactic: str) -> str:
+    """``(<tactic>)``, with a space where the parenthesis would make a comment token: ssreflect's ``in H *`` ends
+    with ``*``, and ``*)`` closes a comment (Coq then reads ``(rewrite addn0 in H *).`` as a syntax error, so an
+    honest mathcomp proof was ERROR)."""
+    return f"({' ' if tactic.startswith('*') else ''}{tactic}{' ' if tactic.endswith('*') else ''})"
 
 
 def _split_selector(code: str) -> tuple[str, str]:

@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -782,6 +782,87 @@ class CoqVerifier(ProverVerifier):
                                backend="coqchk", audited=True)
         return None
 
+    def audit_references(self, tasks: Sequence[Task]) -> dict[str, CheckResult | None]:
+        """The kernel audit (``coqc`` + ``coqchk``) of each task's reference proof, one compile per file where it can.
+
+        For suite validation. Tasks cut from one source file, each context the file up to its lemma, are audited
+        together: the file up to the last of them, each one's reference in its place as the checker sends it,
+        compiled once and checked by ``coqchk`` once, instead of one compile of the file's prefix per task (a
+        library's 360 tasks repeat 20-28 MB of prefixes where their files' longest prefixes are about 1 MB).
+        What that one run cannot settle for all of them (a compile error, a timeout, a proof whose cut it cannot
+        find, any axiom or unsafe flag of the file's own) is settled task by task, by the audit a single check
+        gets: the shared run never decides against a task, and never for one it cannot locate.
+
+        Returns, per task id, None where the audit agrees with OK, else the audit's verdict.
+        """
+        with self._lock:
+            self.ensure_open()
+            out: dict[str, CheckResult | None] = {}
+            for chain in _file_chains([self._with_prelude(t) for t in tasks]):
+                if len(chain) > 1 and self._audit_chain(chain):
+                    out.update((task.id, None) for task, _ in chain)
+                    continue
+                for task, _ in chain:
+                    normalized = self._normalized_reference(task)
+                    out[task.id] = normalized if isinstance(normalized, CheckResult) else self._audit(task, normalized)
+            return out
+
+    def _normalized_reference(self, task: Task) -> NormalizedProof | CheckResult:
+        self._replay = self.isolation is not None and _NAMES_TOP.search(task.statement + "\n" + task.reference_proof) \
+            is not None  # as in _check: the same session resolves its Requires
+        try:
+            return self._prepare(task, task.reference_proof)
+        except InvalidSubmission as exc:
+            return invalid_submission(exc)
+        except ProofRejected as exc:
+            return CheckResult(Verdict(exc.verdict), tuple(exc.reasons), tuple(exc.messages), error_category=exc.category,
+                               backend="precheck")
+        finally:
+            self._replay = False
+
+    def _audit_chain(self, chain: list[tuple[Task, int]]) -> bool:
+        """Whether one ``coqc`` + ``coqchk`` of the chain's file agrees with OK for every task of it (see
+        :meth:`audit_references`); False means "not settled here", never a verdict."""
+        text, spans, emitted = "", [], 0
+        for task, original_end in chain:
+            normalized = self._normalized_reference(task)
+            if isinstance(normalized, CheckResult):
+                return False
+            text += task.context[emitted:]
+            if text and not text.endswith("\n"):
+                text += "\n"
+            last_statement = len(text)
+            text += task.statement + "\n"
+            body = "\n".join(normalized.sentences)
+            spans.append((len(text), len(text) + len(body) + 1, len(normalized.sentences)))
+            text += body + "\n"
+            emitted = original_end
+        edits, closings = _audit_edits(text[:last_statement])
+        shifted = []
+        for lo, hi, n in spans:
+            if any(start < hi and lo < end for start, end, _ in edits):
+                return False  # a header rewrite inside a proof: not a file this can read
+            delta = sum(len(new) - (end - start) for start, end, new in edits if end <= lo)
+            shifted.append((lo + delta, hi + delta, n))
+        source = _apply_edits(text[:last_statement], edits) + text[last_statement:] + closings + "\n"
+        result = self._compile_and_check(source, sum(task.timeout_s * 3 for task, _ in chain) + 60)
+        if result is None or result[0] != 0 or result[2] != 0:
+            return False
+        _, out, _, chk_out = result
+        cuts = sorted({(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)})
+        for lo, hi, n in shifted:
+            lo_b, hi_b = len(source[:lo].encode()), len(source[:hi].encode())
+            if not any(len([c for c in cuts if a <= c[0] < b]) == n for a, b in ((lo, hi), (lo_b, hi_b))):
+                return False
+        axioms, flags = _parse_coqchk(chk_out)
+        own = "PG.ProofgymSubmission."
+        declared = _declared_axioms(text[:last_statement])
+        if any(a.startswith(own) and a.split(".")[-1] not in declared for a in axioms) or any(own in f for f in flags):
+            return False
+        self.stats["audits"] += len(chain)
+        self.stats["audit_files"] = self.stats.get("audit_files", 0) + 1
+        return True
+
     def _baseline_key(self, context: str, closings: str) -> str:
         """The in-memory key of a context's environment baseline: its text and the libraries on the load path as they
         are now (one rebuilt in place while the verifier runs is another environment)."""
@@ -844,13 +925,9 @@ _MODULE_HEADER_RE = re.compile(
 )
 
 
-def audit_context(context: str) -> tuple[str, str]:
-    """The context as a standalone file's prefix, and the ``End``s that close what it leaves open.
-
-    A module with a signature (``Module Nat <: NAxiomsSig.``) cannot be closed
-    half-way: its signature is checked at ``End``. For the audit its header loses
-    the signature, which changes nothing about the lemmas inside it.
-    """
+def _audit_edits(context: str) -> tuple[list[tuple[int, int, str]], str]:
+    """What :func:`audit_context` changes in ``context`` (``(start, end, replacement)``, in text order) and the
+    ``End``s it appends."""
     blocks: list = []
     headers: dict[int, object] = {}
     for s in split_sentences(context):
@@ -861,19 +938,57 @@ def audit_context(context: str) -> tuple[str, str]:
         for k in list(headers):
             if k >= len(blocks):
                 del headers[k]
-    pieces, cursor = [], 0
-    for depth in sorted(headers):
+    edits = []
+    for depth in sorted(headers):  # a deeper block opened later: the edits come in text order
         s = headers[depth]
         if blocks[depth].kind != "Module":
             continue
         m = _MODULE_HEADER_RE.match(s.text)
         if m:
-            pieces.append(context[cursor:s.start])
-            pieces.append(m.group(1) + ".")
-            cursor = s.start + len(s.text)
-    pieces.append(context[cursor:])
+            edits.append((s.start, s.start + len(s.text), m.group(1) + "."))
     closings = "".join(f"\nEnd {b.name}." for b in reversed(blocks))
-    return "".join(pieces), closings
+    return edits, closings
+
+
+def _file_chains(tasks: Sequence[Task]) -> list[list[tuple[Task, int]]]:
+    """Tasks in chains along their files: in a chain, each context is the one before it, that task's statement,
+    the whitespace after it and its reference proof, then more of the file. Each task comes with where its
+    reference ends in the next task's context (for the last of a chain: unused)."""
+    chains: list[list[tuple[Task, int]]] = []
+    for task in sorted(tasks, key=lambda t: len(t.context)):
+        for chain in chains:
+            prev = chain[-1][0]
+            rest = task.context[len(prev.context):] if task.context.startswith(prev.context) else ""
+            if not rest.startswith(prev.statement):
+                continue
+            after = rest[len(prev.statement):]
+            gap = len(after) - len(after.lstrip())
+            if after[gap:].startswith(prev.reference_proof) and prev.reference_proof:
+                chain[-1] = (prev, len(prev.context) + len(prev.statement) + gap + len(prev.reference_proof))
+                chain.append((task, 0))
+                break
+        else:
+            chains.append([(task, 0)])
+    return chains
+
+
+def audit_context(context: str) -> tuple[str, str]:
+    """The context as a standalone file's prefix, and the ``End``s that close what it leaves open.
+
+    A module with a signature (``Module Nat <: NAxiomsSig.``) cannot be closed
+    half-way: its signature is checked at ``End``. For the audit its header loses
+    the signature, which changes nothing about the lemmas inside it.
+    """
+    edits, closings = _audit_edits(context)
+    return _apply_edits(context, edits), closings
+
+
+def _apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    pieces, cursor = [], 0
+    for start, end, replacement in edits:
+        pieces += [text[cursor:start], replacement]
+        cursor = end
+    return "".join(pieces) + text[cursor:]
 
 
 MAX_TERM_IDENTS = 20000
