@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -1115,6 +1116,43 @@ def write_block(path: Path, block: str, begin: str = BEGIN, end: str = END) -> N
     path.write_text(text, encoding="utf-8")
 
 
+def validation_rows(args: argparse.Namespace, notes: dict[str, Any]) -> list[Row]:
+    """Suite validation of one file's tasks: a task at a time (what a stratified round sees: each task's context
+    loaded cold and its own audit compile) against one file piece (one warm session along the file, one audit
+    compile for all), on a fresh isolation cache each, in this run."""
+    from proofgym.envs.tasks import build
+    from proofgym.envs.tasks.coq_extract import sample_suite
+    from proofgym.envs.tasks.coq_project import DEFAULT_SAMPLE_COUNTS, extract_project, installed_library
+
+    project = installed_library(args.validation_lib)
+    tasks, _ = extract_project(project)
+    sampled = sample_suite(tasks, DEFAULT_SAMPLE_COUNTS, seed=args.seed)
+    files = Counter(str(t.metadata.get("file")) for t in sampled)
+    name = args.validation_file or files.most_common(1)[0][0]
+    along = sorted((t for t in sampled if t.metadata.get("file") == name), key=lambda t: int(t.metadata["line"]))
+    step = max(1, len(along) // max(1, args.validation_tasks))  # spread along the file, as a build's piece is
+    piece = along[step - 1::step][:args.validation_tasks]
+
+    def run(groups: list[list[Task]]) -> tuple[float, list[str | None]]:
+        with tempfile.TemporaryDirectory(prefix="bench-iso") as iso:
+            kwargs = {"extra_args": tuple(project.coq_args), "isolation_dir": iso}
+            start, reasons = time.monotonic(), []
+            for group in groups:
+                reasons += [r for _, r, _ in build._validate_group([t.to_dict() for t in group], kwargs)]
+                if len(groups) > 1 or group is groups[-1]:  # each task on its own: nothing stays warm
+                    build._VERIFIER.pop("coq").close()
+            return time.monotonic() - start, reasons
+
+    one_s, one = run([[t] for t in piece])
+    file_s, whole = run([piece])
+    notes["validation"] = {"file": name, "tasks": len(piece), "per_task_s": round(one_s, 1),
+                           "piece_s": round(file_s, 1), "same_verdicts": one == whole,
+                           "kept": sum(r is None for r in whole)}
+    return [Row(f"suite validation of {len(piece)} tasks of {args.validation_lib}'s `{name}` (reference warm check, "
+                "cheat probes, kernel audit): a task at a time / one file piece",
+                f"{one_s:.1f} s", f"{file_s:.1f} s", one_s / file_s)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", default=str(TINY_SUITE), help="suite with the P1 tasks (default: the tiny suite)")
@@ -1133,12 +1171,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-tasks", type=int, default=2, help="Dafny tasks for the warm/cold row (default 2)")
     parser.add_argument("--other-reps", type=int, default=1,
                         help="cold starts per Dafny / HOL Light task (default 1; HOL Light's takes minutes)")
-    parser.add_argument("--rows", nargs="+", choices=("core", "grpo", "load", "train", "hol"), default=["core", "grpo"],
+    parser.add_argument("--rows", nargs="+", choices=("core", "grpo", "load", "train", "hol", "validation"),
+                        default=["core", "grpo"],
                         help="which rows: core (warm/cold, env.step, throughput, recovery), grpo (the GRPO-shaped "
                              "real workload), load (verdicts idle vs 2x CPU oversubscription), train (real GRPO "
                              "steps on configs/train/grpo_cpu.yaml: the reward's share of step time, completions/s; "
                              "minutes: a model generates), hol (HOL Light alone: its GRPO batch on --hol-suite, its "
-                             "load rows and its fork overhead; 10-20 min: each start loads HOL Light); default core grpo")
+                             "load rows and its fork overhead; 10-20 min: each start loads HOL Light), validation (a "
+                             "project suite's validation, a task at a time against a file piece: --validation-lib); "
+                             "default core grpo")
+    parser.add_argument("--validation-lib", default="stdpp", help="installed Coq library of the validation row "
+                        "(default stdpp)")
+    parser.add_argument("--validation-file", default="", help="its source file (default: the one most sampled)")
+    parser.add_argument("--validation-tasks", type=int, default=8, help="tasks of that file, spread along it (default 8)")
     parser.add_argument("--train-steps", type=int, default=3, help="GRPO steps of the train rows (default 3)")
     parser.add_argument("--grpo-suite", default="coq-stdlib", help="Coq suite of the GRPO batch (default coq-stdlib)")
     parser.add_argument("--grpo-batch", type=int, default=32, help="prompts per GRPO batch, B (default 32)")
@@ -1187,6 +1232,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += load_rows(args, notes)
         if "hol" in args.rows:
             rows += hol_rows(args, notes)
+        if "validation" in args.rows:
+            rows += validation_rows(args, notes)
     notes["load_average"] = load.summary()
     table = render(rows)
     grpo_runs = {**notes.get("grpo", {}), **notes.get("grpo_dafny", {}), **notes.get("grpo_hol_light", {})}
