@@ -94,6 +94,11 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     if "coq" not in _VERIFIER:
         _VERIFIER["coq"] = CoqVerifier(**kwargs)
     verifier = _VERIFIER["coq"]
+
+    def rebuilt() -> Any:  # a broken verifier is replaced for what follows
+        _VERIFIER.pop("coq").close()
+        _VERIFIER["coq"] = CoqVerifier(**kwargs)
+        return _VERIFIER["coq"]
     tasks = [Task.from_dict(raw) for raw in task_dicts]
 
     def probes(task: Task) -> list[CheatProbe]:
@@ -112,8 +117,7 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                     audited[task_id] = None if result is None else f"reference proof {result.verdict.value}"
             except (VerifierError, OSError) as exc:  # a broken verifier is rebuilt for the next group
                 audited = {t.id: f"harness failure: {type(exc).__name__}" for t in passed}
-                _VERIFIER.pop("coq").close()
-                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+                verifier = rebuilt()
         # The extras below run while the pool is open: its thread started the prover sessions, and a
         # sandboxed prover dies with the thread that started it (bwrap --die-with-parent).
         out = []
@@ -123,8 +127,7 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                 whitelist = task.id in checked.false_rejected
                 out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
                 if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
-                    _VERIFIER.pop("coq").close()
-                    _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+                    verifier = rebuilt()
                 continue
             if audited.get(task.id) is not None:
                 out.append((raw, audited[task.id], False))
@@ -138,9 +141,8 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                 raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
                 out.append((raw, None, False))
             except (VerifierError, OSError) as exc:
-                _VERIFIER.pop("coq").close()
                 out.append((raw, f"harness failure: {type(exc).__name__}", False))
-                _VERIFIER["coq"] = verifier = CoqVerifier(**kwargs)
+                verifier = rebuilt()
             except ProofgymError as exc:
                 out.append((raw, f"task does not load: {str(exc)[:80]}", False))
     return out

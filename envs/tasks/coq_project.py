@@ -52,7 +52,7 @@ import re
 import shlex
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -528,22 +528,25 @@ def build_coq_project(
     def over_budget() -> bool:
         return bool(budget_s) and time.monotonic() - start >= budget_s
 
+    def record(row: dict[str, Any], given: Mapping[str, Task]) -> None:  # a round or piece done: ledger, suite, report
+        with ledger.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        kept.extend(_kept_from_ledger([row], given)[0])
+        report.excluded.update(row["excluded"])
+        report.false_rejections += row["false_rejections"]
+        result.validation["validated"] += len(row["ids"])
+        result.validation["rounds"] += 1
+        result.validation["wall_s"] = round(result.validation["wall_s"] + row["wall_s"], 1)
+        write(kept)
+
     if order == "file" and todo and not over_budget():
         _validate_by_file(todo, workers=workers, size=size, progress=progress, coq_args=project.coq_args,
-                          ledger=ledger, kept=kept, report=report, result=result, write=write, stop=over_budget)
+                          record=record, stop=over_budget)
         todo = []
     while todo and not over_budget():
         batch, todo = todo[:size], todo[size:]
-        done = _validate_round(batch, workers=workers, progress=progress, coq_args=project.coq_args)
-        with ledger.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(done, ensure_ascii=False) + "\n")
-        kept += _kept_from_ledger([done], {t.id: t for t in batch})[0]
-        report.excluded.update(done["excluded"])
-        report.false_rejections += done["false_rejections"]
-        result.validation["validated"] += len(batch)
-        result.validation["rounds"] += 1
-        result.validation["wall_s"] = round(result.validation["wall_s"] + done["wall_s"], 1)
-        write(kept)
+        record(_validate_round(batch, workers=workers, progress=progress, coq_args=project.coq_args),
+               {t.id: t for t in batch})
         if progress:
             print(f"validated {result.validation['validated']}/{len(sampled)}: kept {len(kept)} "
                   f"({result.build_s} s)", flush=True)
@@ -551,9 +554,8 @@ def build_coq_project(
 
 
 def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bool, coq_args: Sequence[str],
-                      ledger: Path, kept: list[Task], report: BuildReport, result: ProjectBuildReport,
-                      write: Any, stop: Any) -> None:
-    """Validate ``todo`` a file piece at a time; each piece done is a ledger line, as a round is."""
+                      record: Callable[[dict[str, Any], Mapping[str, Task]], None], stop: Callable[[], bool]) -> None:
+    """Validate ``todo`` a file piece at a time; each piece done is ``record``ed as a round is."""
     from proofgym.envs.tasks.build import validate_tasks
 
     given = {t.id: t for t in todo}
@@ -561,20 +563,9 @@ def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bo
 
     def done(ids: list[str], got: list[Task], excluded: Counter, false_rejections: list[str]) -> None:
         now = time.monotonic()
-        entries = [{"id": t.id, "sha256": task_sha256(given[t.id]), "allowed_axioms": list(t.metadata["allowed_axioms"])}
-                   for t in got]
-        row = {"ids": ids, "kept": entries, "excluded": dict(excluded), "false_rejections": false_rejections,
-               "wall_s": round(now - last[0], 1), "workers": workers, "order": "file"}
+        record({**_ledger_row(ids, got, excluded, false_rejections, given, now - last[0], workers), "order": "file"},
+               given)
         last[0] = now
-        with ledger.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        kept.extend(_kept_from_ledger([row], given)[0])
-        report.excluded.update(excluded)
-        report.false_rejections += false_rejections
-        result.validation["validated"] += len(ids)
-        result.validation["rounds"] += 1
-        result.validation["wall_s"] = round(result.validation["wall_s"] + row["wall_s"], 1)
-        write(kept)
 
     validate_tasks(todo, workers=workers, progress=progress, verifier_kwargs={"extra_args": tuple(coq_args)},
                    max_group=size, on_group=done, stop=stop)
@@ -586,14 +577,19 @@ def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args
     start = time.monotonic()
     kept, excluded, false_rejections = validate_tasks(batch, workers=workers, progress=progress,
                                                       verifier_kwargs={"extra_args": tuple(coq_args)})
-    given = {t.id: t for t in batch}
+    return _ledger_row([t.id for t in batch], kept, excluded, false_rejections, {t.id: t for t in batch},
+                       time.monotonic() - start, workers)
+
+
+def _ledger_row(ids: list[str], kept: Sequence[Task], excluded: Mapping[str, int], false_rejections: list[str],
+                given: Mapping[str, Task], wall_s: float, workers: int) -> dict[str, Any]:
     # A kept task is written as its id, the hash of the task as extracted, and what validation added
     # (its allowed axioms): the ledger stays small (a few KB for a whole library, where the tasks'
     # contexts are megabytes), so it can be carried to another machine or session and resumed there.
     entries = [{"id": t.id, "sha256": task_sha256(given[t.id]), "allowed_axioms": list(t.metadata["allowed_axioms"])}
                for t in kept]
-    return {"ids": [t.id for t in batch], "kept": entries, "excluded": dict(excluded),
-            "false_rejections": false_rejections, "wall_s": round(time.monotonic() - start, 1), "workers": workers}
+    return {"ids": ids, "kept": entries, "excluded": dict(excluded), "false_rejections": false_rejections,
+            "wall_s": round(wall_s, 1), "workers": workers}
 
 
 def task_sha256(task: Task) -> str:

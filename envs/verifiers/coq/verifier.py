@@ -750,15 +750,7 @@ class CoqVerifier(ProverVerifier):
             return CheckResult(Verdict.FAIL, ("audit: coqc rejects the proof that coqidetop accepted",),
                                (out[-2000:],), error_category=ErrorCategory.LOGIC, backend="coqc", audited=True)
         # Coq's own cut of the proof region must be ours.
-        # Distinct spans: coqc -time reports some sentences twice (scope commands replay at Qed).
-        spans = sorted({(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)})
-        n_expected = len(normalized.sentences)
-        ok_cut = any(
-            len([s for s in spans if lo <= s[0] < hi]) == n_expected
-            for lo, hi in ((len(head), len(head) + len(body) + 1),
-                           (len(head.encode()), len(head.encode()) + len(body.encode()) + 1))
-        )
-        if not ok_cut:
+        if not _cut_found(_coqc_cuts(out), source, len(head), len(head) + len(body) + 1, len(normalized.sentences)):
             return CheckResult(Verdict.CHEATING, ("audit: Coq's parser cut the proof differently from the checker",),
                                error_category=ErrorCategory.CHEATING, backend="coqc", audited=True)
         if chk_rc != 0:
@@ -849,11 +841,9 @@ class CoqVerifier(ProverVerifier):
         if result is None or result[0] != 0 or result[2] != 0:
             return False
         _, out, _, chk_out = result
-        cuts = sorted({(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)})
-        for lo, hi, n in shifted:
-            lo_b, hi_b = len(source[:lo].encode()), len(source[:hi].encode())
-            if not any(len([c for c in cuts if a <= c[0] < b]) == n for a, b in ((lo, hi), (lo_b, hi_b))):
-                return False
+        cuts = _coqc_cuts(out)
+        if not all(_cut_found(cuts, source, lo, hi, n) for lo, hi, n in shifted):
+            return False
         axioms, flags = _parse_coqchk(chk_out)
         own = "PG.ProofgymSubmission."
         declared = _declared_axioms(text[:last_statement])
@@ -948,6 +938,18 @@ def _audit_edits(context: str) -> tuple[list[tuple[int, int, str]], str]:
             edits.append((s.start, s.start + len(s.text), m.group(1) + "."))
     closings = "".join(f"\nEnd {b.name}." for b in reversed(blocks))
     return edits, closings
+
+
+def _coqc_cuts(out: str) -> list[tuple[int, int]]:
+    """The sentences ``coqc -time`` ran, as ``(start, end)`` offsets; distinct, since it reports some sentences
+    twice (scope commands replay at ``Qed``)."""
+    return sorted({(int(a), int(b)) for a, b in re.findall(r"^Chars (\d+) - (\d+) ", out, re.M)})
+
+
+def _cut_found(cuts: list[tuple[int, int]], source: str, lo: int, hi: int, n: int) -> bool:
+    """Whether Coq cut ``source[lo:hi]`` into exactly ``n`` sentences (its offsets are characters or bytes)."""
+    return any(len([c for c in cuts if a <= c[0] < b]) == n
+               for a, b in ((lo, hi), (len(source[:lo].encode()), len(source[:hi].encode()))))
 
 
 def _file_chains(tasks: Sequence[Task]) -> list[list[tuple[Task, int]]]:
