@@ -81,6 +81,9 @@ def test_slips_are_normalised(proof: str, sentences: tuple[str, ...], note: str)
     pytest.param("Proof. auto. Qed. Lemma hard (n : nat) : True. Proof. exact I. Qed.", "CHEATING",
                  "after the end", id="restart-after-qed"),
     pytest.param("Proof. auto. Qed. Admitted", "CHEATING", "Admitted", id="admitted-after-qed-no-period"),
+    # The space the checker puts before `)` after a tactic ending in `*` changes nothing for a cheat beside it.
+    pytest.param("Proof. rewrite addn0 in H *. admit. Qed.", "CHEATING", "hole tactic", id="star-then-admit"),
+    pytest.param("Proof. rewrite addn0 in H *. Admitted.", "CHEATING", "Admitted", id="star-then-admitted"),
 ])
 def test_what_cannot_be_normalised(proof: str, verdict: str, reason: str) -> None:
     with pytest.raises(ProofRejected) as info:
