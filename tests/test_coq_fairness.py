@@ -34,7 +34,9 @@ def test_a_tactic_ending_in_a_star_is_not_closed_as_a_comment() -> None:
                  "repeated statement", id="statement"),
     pytest.param("Theorem hard\n  (n:nat) :\n\tn+0 = n.\nProof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
                  "repeated statement", id="statement-theorem-whitespace"),
-    pytest.param("Lemma hard : forall n : nat, n + 0 = n. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
+    # The copy quantifies n in its goal (red team round 7): ``revert n`` gives the proof the goal it was written for.
+    pytest.param("Lemma hard : forall n : nat, n + 0 = n. Proof. auto. Qed.", ("Proof.", "(revert n).", "(auto).",
+                                                                              "Qed."),
                  "repeated statement", id="statement-forall-form"),
     pytest.param("Lemma plus_n_0 (n : nat) : n + 0 = n. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."),
                  "named plus_n_0 instead of hard", id="statement-other-name"),

@@ -111,7 +111,8 @@ _WORD_RE = re.compile(_QUALID)
 _FIRST_WORD_RE = re.compile(r"^[A-Za-z_][\w']*")
 _REQUIRE_RE = re.compile(rf"^(?:From\s+({_QUALID})\s+)?Require\s+(?:(Import|Export)\s+)?((?:{_QUALID}\s*)+)\.$")
 _REQUIRE_LIKE_RE = re.compile(rf"^(?:From\s+{_QUALID}\s+)?Require\b")
-_IMPORT_RE = re.compile(rf"^(?:Import|Export)\s+((?:{_QUALID}\s*)+)\.$")
+# ``Export Set``/``Export Unset`` is an option command (``Export Unset Guard Checking.``), never an import.
+_IMPORT_RE = re.compile(rf"^(?:Import|Export(?!\s+(?:Set|Unset)\b))\s+((?:{_QUALID}\s*)+)\.$")
 _OPTION_RE = re.compile(rf"^{_PREFIXES}(?:Export\s+)?(Set|Unset)\s+([A-Z][\w']*(?:\s+[A-Z][\w']*)*)\b.*\.$", re.S)
 # Declarations that assume something: a name (or several), then a colon or a binder.
 _ASSUME_RE = re.compile(rf"^{_PREFIXES}(?:Axioms?|Parameters?|Conjectures?|Hypothes[ie]s|Variables?|Context)\s+"
@@ -282,6 +283,39 @@ def _canonical_statement(tokens: tuple[str, ...]) -> tuple[str, ...]:
     return ("forall", *(t for g in groups for t in g), ",", *body)
 
 
+def _colon_binders(code: str) -> list[str] | None:
+    """The names a statement binds before its colon, in order (``Lemma t (n m : nat) (H : P) : T``: n, m, H);
+    None when ``code`` is not a statement or its binders are not plain (then only an identical copy matches)."""
+    m = STATEMENT_RE.match(code)
+    if not m:
+        return None
+    tokens = _sentence_key(code[m.end():])
+    colon = _top_level(tokens, ":")
+    if colon is None:
+        return None
+    groups: list[tuple[str, ...]] = []
+    if not _binders(tokens[:colon], groups, bare_typed=False):
+        return None
+    return [g[1] for g in groups]
+
+
+def _binder_bridge(restated: str, statement: str) -> str:
+    """The tactic that turns the goal of the task's ``statement`` into the goal of ``restated``, a copy of it
+    (same :func:`_statement_key`) that binds more or fewer names before its colon; "" when both bind the same.
+
+    The canonical keys are equal, so both bind the same names in the same order and only the split differs:
+    ``revert`` the task's extra names (the copy quantifies them in its goal), or ``intros`` the copy's extra ones.
+    """
+    mine, theirs = _colon_binders(restated), _colon_binders(statement)
+    if mine is None or theirs is None or mine == theirs:
+        return ""
+    if len(mine) < len(theirs) and theirs[:len(mine)] == mine:
+        return f"(revert {' '.join(theirs[len(mine):])})."
+    if len(mine) > len(theirs) and mine[:len(theirs)] == theirs:
+        return f"(intros {' '.join(mine[len(theirs):])})."
+    return ""
+
+
 def _top_level(tokens: tuple[str, ...], wanted: str) -> int | None:
     depth = 0
     for i, t in enumerate(tokens):
@@ -375,7 +409,8 @@ def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_name
     if _ASSUME_RE.match(code):
         return f"cheat:{_short(code)} assumes what the task does not give"
     if m := _OPTION_RE.match(code):
-        if "Checking" in m.group(2) or "Guard" in m.group(2) or "Positivity" in m.group(2):
+        # ``Definitional UIP`` adds a conversion rule to the kernel (its own README row: a checker change).
+        if any(w in m.group(2) for w in ("Checking", "Guard", "Positivity", "UIP")):
             return f"cheat:{m.group(1)} {m.group(2)} switches a kernel check off"
         return "code"
     if word := _cheat_word(code):
@@ -473,6 +508,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
 
     # -- before the proof ------------------------------------------------------------------------
     other_statement = False  # a statement that is not the task's (a helper lemma, a changed statement)
+    restatement = ""  # the last copy of the task's statement before the proof, as the submission wrote it
     n_head = _head_length(sentences, task_key)
     for sentence in sentences[:n_head]:
         code = sentence.code
@@ -484,6 +520,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             if task_key is not None and key[1] == task_key[1]:
                 renamed = f" (named {key[0]} instead of {task_key[0]})" if key[0] != task_key[0] else ""
                 notes.append(f"dropped the repeated statement{renamed}")
+                restatement = code
             else:
                 other_statement = True
                 expected = f"`{_short(' '.join(statement.split()), 200)}`" if statement.strip() else "the task's"
@@ -676,6 +713,19 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     if not out and not moved and not requires:
         raise ProofRejected("ERROR", ["syntax: the submission has no proof: send the proof script, "
                                       "from `Proof.` to `Qed.`"])
+    bridge = _binder_bridge(restatement, strip_comments(statement)) if restatement else ""
+    if bridge:
+        # The copy puts binders on the other side of the colon (``Lemma t : forall n, ...`` for ``Lemma t (n :
+        # nat) : ...``): the same statement, but the proof was written for the goal of the copy (it starts with
+        # ``intros n``). The verifier states the task's form, so a tactic turns its goal into the copy's
+        # (``revert``/``intros`` of exactly those binders) and the kernel still checks the task's statement.
+        first = 1 if out and out[0].startswith("Proof") else 0
+        out.insert(first, bridge)
+        requires = [replace(r, at=r.at + 1) if r.at >= first else r for r in requires]
+        if opener >= first:
+            opener += 1
+        notes.append(f"the repeated statement binds on the other side of the colon: ran `{bridge}` first, so that "
+                     "the proof starts from the goal it was written for")
     if moved:
         at = opener + 1 if opener >= 0 else 0
         out[at:at] = moved

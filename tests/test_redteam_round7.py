@@ -1,0 +1,180 @@
+"""Red team, round 7: both sides of every verdict rule, against the real provers.
+
+A verdict must survive an adversary and be fair: CHEATING (reward -1) only for an attempt to get an unproved
+statement accepted, and an honest slip normalised or ERROR with feedback that says what to change.
+
+Found and fixed here (each test below fails on the code before the fix):
+
+- Coq fairness: a copy of the task's statement that binds its names on the other side of the colon
+  (``Lemma t : forall n : nat, ...`` for the task's ``Lemma t (n : nat) : ...``) was dropped as the same statement
+  (README), but its proof ran on the task's goal, where the ``intros n`` it starts with fails: FAIL for a correct
+  proof. The copy's goal is now reached from the task's with ``revert``/``intros`` of exactly those binders; the
+  kernel still checks the task's statement.
+- Coq cheat classification: ``Export Unset Guard Checking.`` (Coq 8.16's exported option command) was read as an
+  ``Export`` of modules named ``Unset Guard Checking`` and sent as ``Import Unset Guard Checking.``: ERROR (Coq
+  found no module ``Unset``) for an attempt to switch the guard checker off. It is an option command now: CHEATING
+  where it switches a kernel check off, dropped before the proof where it is harmless (``Export Set Printing All.``
+  was ERROR with feedback about imports). ``Set Definitional UIP`` (a kernel conversion rule) joins the options
+  that switch a kernel check off.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+
+ADD_0 = "Lemma t (n : nat) : n + 0 = n."
+ADD_0_FORALL = "Lemma t : forall n : nat, n + 0 = n."
+COMM = "Lemma t (n m : nat) (H : m <= n) : n + m = m + n."
+IND = "induction n; simpl; congruence."
+
+
+def _coq(tid: str, statement: str = ADD_0, context: str = "", qualid: str = "") -> Task:
+    metadata: dict[str, object] = {"allowed_axioms": []}
+    if qualid:
+        metadata["qualid"] = qualid
+    return Task(id=f"rt7.{tid}", system="coq", context=context, statement=statement,
+                reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata=metadata)
+
+
+def _rejected(proof: str, statement: str = ADD_0) -> ProofRejected:
+    with pytest.raises(ProofRejected) as info:
+        normalize_proof(proof, statement)
+    return info.value
+
+
+@pytest.fixture(scope="module")
+def coq(tmp_path_factory):
+    from tests.conftest import have_coq
+
+    if not have_coq():
+        pytest.skip("Coq is not installed: run `make setup` (apt-get install coq)")
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    with CoqVerifier(audit="always", isolation_dir=str(tmp_path_factory.mktemp("iso"))) as verifier:
+        yield verifier
+
+
+# ---------------------------------------------------------------------------------------------
+# Coq fairness: a restated statement with its binders on the other side of the colon
+
+
+@pytest.mark.parametrize(("statement", "proof", "bridge"), [
+    (ADD_0, f"Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. {IND} Qed.", "(revert n)."),
+    (COMM, "Lemma t : forall (n m : nat) (H : m <= n), n + m = m + n.\nProof. intros n m H. auto. Qed.",
+     "(revert n m H)."),
+    (COMM, "Lemma t (n : nat) : forall (m : nat) (H : m <= n), n + m = m + n.\nProof. intros m H. auto. Qed.",
+     "(revert m H)."),
+    (ADD_0_FORALL, f"Lemma t (n : nat) : n + 0 = n.\nProof. {IND} Qed.", "(intros n)."),
+    (ADD_0_FORALL, "Lemma t (n : nat) : n + 0 = n.\nProof (eq_sym (plus_n_O n)).", "(intros n)."),
+    (ADD_0, f"Lemma t (n:nat) :\n  n + 0 = n.\nProof. {IND} Qed.", ""),  # the same split: nothing to bridge
+])
+def test_a_restated_statement_gets_its_own_goal(statement: str, proof: str, bridge: str):
+    """Fairness hole (fixed): the proof of a copy that binds on the other side of the colon ran on the task's goal
+    (``intros n`` then fails: FAIL). The bridge runs right after the opener; a copy with the same split gets none."""
+    sentences = normalize_proof(proof, statement).sentences
+    if bridge:
+        at = 1 if sentences[0].startswith("Proof") else 0
+        assert sentences[at] == bridge, sentences
+    else:
+        assert not any(s.startswith(("(revert", "(intros")) for s in sentences), sentences
+
+
+@pytest.mark.parametrize("proof", [
+    f"Theorem add_0_r : forall n, n + 0 = n.\nintro n. {IND}",  # `forall n` without its type
+    "Lemma t (n m : nat) : m <= n -> n + m = m + n.\nProof. auto. Qed.",  # an arrow for the binder (H : m <= n)
+])
+def test_a_copy_that_is_not_the_same_statement_is_error_as_before(proof: str):
+    statement = COMM if "m <= n" in proof else ADD_0
+    assert _rejected(proof, statement).verdict == "ERROR"
+
+
+def test_the_bridge_goes_before_imports_and_requires_keep_their_place():
+    norm = normalize_proof("Import Nat.\nLemma t : forall n : nat, n + 0 = n.\nProof with auto. Require Import Arith. "
+                           "intros n. auto. Qed.", ADD_0)
+    assert norm.sentences == ("Proof with (auto).", "Import Nat.", "(revert n).", "(intros n).", "(auto).", "Qed.")
+    assert norm.requires[0].at == 3  # the Require stood after the opener, before `intros n`
+
+
+@pytest.mark.parametrize("proof", [
+    "Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. admit. Qed.",
+    "Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. Admitted.",
+    "Lemma t : forall n : nat, n + 0 = S n.\nProof. intros n. Admitted.",
+    "Lemma t : forall n : nat, n + 0 = n.\nProof. revert n. Qed. Lemma t : True. Proof. exact I. Qed.",
+])
+def test_a_cheat_after_a_restated_statement_is_still_cheating(proof: str):
+    assert _rejected(proof).verdict == "CHEATING"
+
+
+def test_a_changed_statement_in_forall_form_is_still_error():
+    rejected = _rejected("Lemma t : forall n : nat, 0 + n = n.\nProof. intros n. reflexivity. Qed.")
+    assert rejected.verdict == "ERROR" and "not the task's statement" in rejected.reasons[0]
+
+
+HONEST_RESTATED = {
+    "forall-then-intros": (ADD_0, f"Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. {IND} Qed."),
+    "forall-theorem-intro": (ADD_0, f"Theorem t : forall (n : nat), n + 0 = n.\nProof.\n  intro n.\n  {IND}\nQed."),
+    "forall-three": (COMM, "Lemma t : forall (n m : nat) (H : m <= n), n + m = m + n.\n"
+                           "Proof. intros n m H. apply Nat.add_comm. Qed."),
+    "binders-then-simpl": (ADD_0_FORALL, f"Lemma t (n : nat) : n + 0 = n.\nProof. simpl. {IND} Qed."),
+    "binders-proof-term": (ADD_0_FORALL, "Lemma t (n : nat) : n + 0 = n.\nProof (eq_sym (plus_n_O n))."),
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("statement", "proof"), list(HONEST_RESTATED.values()), ids=list(HONEST_RESTATED))
+def test_a_proof_of_the_restated_form_is_ok(coq, statement: str, proof: str):
+    """Was FAIL (``sentence 2 failed: (intros n).``); now OK, audited by coqc + coqchk."""
+    result = coq.check(_coq("restated", statement, "Require Import Arith.\n" if statement == COMM else ""), proof)
+    assert result.verdict is Verdict.OK and result.audited, result
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("proof", [
+    "Lemma t : forall n : nat, n = S n.\nProof. intros n. Qed.",
+    "Lemma t : 1 = 2.\nProof. revert n. Qed.",
+    "Lemma t (n : nat) : 1 = 2.\nProof. intros n. reflexivity. Qed.",
+])
+def test_the_bridge_never_proves_a_false_goal(coq, proof: str):
+    result = coq.check(_coq("false", "Lemma t : forall n : nat, n = S n."), proof)
+    assert result.verdict is not Verdict.OK, result
+
+
+# ---------------------------------------------------------------------------------------------
+# Coq: ``Export Set`` / ``Export Unset`` are option commands
+
+
+@pytest.mark.parametrize("proof", [
+    f"Export Unset Guard Checking.\nProof. {IND} Qed.",
+    f"Export Unset Positivity Checking.\nProof. {IND} Qed.",
+    f"Export  Unset\nUniverse Checking.\n{IND}",
+    f"Proof. Export Unset Guard Checking. {IND} Qed.",
+    f"Proof. {IND} Qed. Export Unset Guard Checking.",
+    f"Set Definitional UIP.\nProof. {IND} Qed.",
+    f"Export Set Definitional UIP.\nProof. {IND} Qed.",
+])
+def test_export_unset_of_a_kernel_check_is_cheating(proof: str):
+    """Was a hole in classification (fixed): sent as ``Import Unset Guard Checking.``, ERROR from Coq."""
+    rejected = _rejected(proof)
+    assert rejected.verdict == "CHEATING", rejected.reasons
+
+
+def test_export_set_of_a_harmless_option_before_the_proof_is_dropped():
+    """The other side: ``Export Set Printing All.`` before the proof was ERROR ("import only modules..."); it is a
+    harmless option, dropped like ``Set Printing All.`` there. ``Import``/``Export`` of modules still move."""
+    assert normalize_proof(f"Export Set Printing All.\nProof. {IND} Qed.", ADD_0).sentences == (
+        "Proof.", f"({IND[:-1]}).", "Qed.")
+    assert normalize_proof(f"Export Settings.\nImport Unsetter.\nProof. {IND} Qed.", ADD_0).sentences == (
+        "Proof.", "Import Settings.", "Import Unsetter.", f"({IND[:-1]}).", "Qed.")
+
+
+@pytest.mark.prover
+def test_export_unset_guard_checking_is_cheating_on_the_real_coq(coq):
+    task = _coq("guard", "Lemma t : 1 = 2.")
+    proof = "Export Unset Guard Checking.\nProof. exact ((fix f (n : nat) : 1 = 2 := f n) 0). Qed."
+    result = coq.check(task, proof)
+    assert result.verdict is Verdict.CHEATING, result
+    honest = coq.check(_coq("printing"), f"Export Set Printing All.\nProof. {IND} Qed.")
+    assert honest.verdict is Verdict.OK, honest
