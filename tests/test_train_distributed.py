@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,7 +39,22 @@ def tiny_model(tmp_path_factory) -> Path:
 def _spawn(target: Any, tmp_path: Path, *args: Any) -> None:
     import torch.multiprocessing as mp
 
-    mp.spawn(target, args=(str(tmp_path / "rendezvous"), *args), nprocs=2, join=True)
+    mp.spawn(_run_rank, args=(target, str(tmp_path / "rendezvous"), *args), nprocs=2, join=True)
+
+
+def _run_rank(rank: int, target: Any, *args: Any) -> None:
+    """Run one rank's ``target``; once it has returned (its results written, its group destroyed), leave
+    without the interpreter's finalisation.
+
+    A clean CI run (2 xdist workers, under load) once lost rank 0 to SIGABRT ("terminate called without an
+    active exception") after the rank's work: torch's own teardown of gloo objects during interpreter
+    finalisation, which is not the code under test. An exception in ``target`` still propagates, so
+    ``mp.spawn`` reports its traceback and the test fails.
+    """
+    target(rank, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _init(rank: int, rendezvous: str) -> None:
@@ -48,6 +64,15 @@ def _init(rank: int, rendezvous: str) -> None:
 
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=60))
+
+
+def _finish() -> None:
+    """Leave the group together: the barrier lets no rank tear gloo down while the other is still in a
+    collective (the last all-reduce's reply may still be in flight to it)."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 class _RankPool:
@@ -63,7 +88,6 @@ class _RankPool:
 
 
 def _rollout_worker(rank: int, rendezvous: str, model_dir: str, out: str) -> None:
-    import torch.distributed as dist
     from transformers import AutoTokenizer
 
     from proofgym.training.data import prompt_messages
@@ -89,7 +113,7 @@ def _rollout_worker(rank: int, rendezvous: str, model_dir: str, out: str) -> Non
     out_fields = rollout(prompts, trainer)
     Path(out, f"rank{rank}.json").write_text(json.dumps({"calls": calls, "turns": [
         o["turns"] for o in out_fields["rollout_outcomes"]]}))
-    dist.destroy_process_group()
+    _finish()
 
 
 def test_the_repair_rollout_runs_the_same_turns_with_the_same_width_on_every_rank(tmp_path, tiny_model):
@@ -122,7 +146,7 @@ def _merge_worker(rank: int, rendezvous: str, out: str) -> None:
         accelerator=SimpleNamespace(wait_for_everyone=dist.barrier, unwrap_model=lambda m: m), model=model)
     final = save_final_model(trainer, Path(out), peft=True)
     Path(out, f"final-rank{rank}").write_text(str(final))
-    dist.destroy_process_group()
+    _finish()
 
 
 def test_only_rank_0_merges_and_writes_the_lora_model(tmp_path):
