@@ -178,3 +178,113 @@ def test_export_unset_guard_checking_is_cheating_on_the_real_coq(coq):
     assert result.verdict is Verdict.CHEATING, result
     honest = coq.check(_coq("printing"), f"Export Set Printing All.\nProof. {IND} Qed.")
     assert honest.verdict is Verdict.OK, honest
+
+
+# ---------------------------------------------------------------------------------------------
+# Dafny fairness: the task's context left out altogether
+#
+# Found and fixed here: a program that left out a context declaration altogether (a model that sends only its
+# method, taking the context as given) was CHEATING ("context declaration ... is missing or changed"), though such a
+# program cannot resolve (``unresolved identifier: Sum``) or does not use the declaration: no attempt to change what
+# the task means. It is ERROR now, with feedback that says to copy the context unchanged, never OK. A declaration
+# whose name the program declares again (changed, moved into a module, a class member, a constructor, a type) is
+# still CHEATING, and so is every other cheat next to a left-out declaration.
+
+SUM_CTX = "function Sum(s: seq<int>): int\n{\n  if |s| == 0 then 0 else Sum(s[..|s| - 1]) + s[|s| - 1]\n}\n"
+SUM_STMT = "method ArraySum(a: array<int>) returns (s: int)\n  ensures s == Sum(a[..])\n"
+SUM_BODY = """{
+  s := 0;
+  var i := 0;
+  while i < a.Length
+    invariant 0 <= i <= a.Length
+    invariant s == Sum(a[..i])
+  {
+    assert a[..i + 1][..i] == a[..i];
+    s := s + a[i];
+    i := i + 1;
+  }
+  assert a[..a.Length] == a[..];
+}
+"""
+ABS_STMT = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x || y == -x\n"
+ABS_BODY = "{\n  if x < 0 {\n    y := -x;\n  } else {\n    y := x;\n  }\n}\n"
+HELPER_CTX = "lemma Helper(x: int)\n  ensures x + 0 == x\n{\n}\n"
+TWICE_CTX = "function Twice(x: int): int\n{\n  2 * x\n}\n"
+TWICE_STMT = "class Cell {\n  var v: int\n  method Double()\n    modifies this\n    ensures v == Twice(old(v))\n"
+
+
+def _dafny_tasks():
+    from tests.test_dafny_common import dtask
+
+    return {
+        "sum": dtask("rt7.sum", SUM_STMT, context=SUM_CTX, reference=SUM_CTX + SUM_STMT + SUM_BODY),
+        "helper": dtask("rt7.helper", ABS_STMT, context=HELPER_CTX, reference=HELPER_CTX + ABS_STMT + ABS_BODY),
+        "twice": dtask("rt7.twice", TWICE_STMT + "}\n", context=TWICE_CTX),
+    }
+
+
+def _dafny_check(task: str, program: str):
+    from tests.test_dafny_common import dafny_verifier
+
+    return dafny_verifier("always").check(_dafny_tasks()[task], program)
+
+
+LEFT_OUT = {
+    "sum-method-only": ("sum", SUM_STMT + SUM_BODY),
+    "sum-method-only-wrong": ("sum", SUM_STMT + "{\n  s := 0;\n}\n"),
+    "twice-class-only": ("twice", TWICE_STMT + "  {\n    v := 2 * v;\n  }\n}\n"),
+    # Nothing refers to the left-out lemma, so the program verifies: still not the task's program, never OK.
+    "unused-helper-left-out": ("helper", ABS_STMT + ABS_BODY),
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("task", "program"), list(LEFT_OUT.values()), ids=list(LEFT_OUT))
+def test_a_program_without_the_context_is_error_with_feedback(task: str, program: str):
+    """Fairness hole (fixed): was CHEATING ('context declaration ... is missing or changed')."""
+    from tests.test_dafny_common import have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    result = _dafny_check(task, program)
+    assert result.verdict is Verdict.ERROR, result
+    assert "leaves out the task's declaration" in result.reasons[0] and "copy it unchanged" in result.reasons[0]
+
+
+LEFT_OUT_CHEATS = {
+    "weakened-header": ("sum", "method ArraySum(a: array<int>) returns (s: int)\n  ensures true\n{\n  s := 0;\n}\n"),
+    "redeclared-in-module": ("sum", "module M {\n  function Sum(s: seq<int>): int { 0 }\n}\nimport opened M\n"
+                                    + SUM_STMT + "{\n  s := 0;\n}\n"),
+    "redeclared-with-attribute": ("sum", "function {:opaque} Sum(s: seq<int>): int { 0 }\n" + SUM_STMT
+                                         + "{\n  s := 0;\n}\n"),
+    "assume": ("sum", SUM_STMT + "{\n  assume false;\n}\n"),
+    "verify-false": ("sum", SUM_STMT.replace("method ", "method {:verify false} ") + "{\n  s := 0;\n}\n"),
+    "class-member": ("twice", TWICE_STMT.replace("  method Double", "  function Twice(x: int): int { x }\n"
+                                                                     "  method Double") + "  {\n  }\n}\n"),
+    "constructor-named-like-it": ("sum", "datatype D = Sum(s: seq<int>)\n" + SUM_STMT + "{\n  s := 0;\n}\n"),
+    "type-named-like-it": ("sum", "type Sum = int\n" + SUM_STMT + "{\n  s := 0;\n}\n"),
+    "changed-helper": ("helper", HELPER_CTX.replace("x + 0 == x", "x + 0 == x + 1") + ABS_STMT + ABS_BODY),
+    "bodyless-other-helper": ("helper", "lemma Helper2()\n  ensures false\n" + ABS_STMT + ABS_BODY),
+    "changed-context": ("sum", SUM_CTX.replace("Sum(s[..|s| - 1]) + s[|s| - 1]", "(Sum(s[..|s| - 1]) + s[|s| - 1])")
+                        + SUM_STMT + SUM_BODY),
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("task", "program"), list(LEFT_OUT_CHEATS.values()), ids=list(LEFT_OUT_CHEATS))
+def test_a_cheat_next_to_a_left_out_context_is_still_cheating(task: str, program: str):
+    from tests.test_dafny_common import have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    result = _dafny_check(task, program)
+    assert result.verdict is Verdict.CHEATING, result
+
+
+def test_left_out_reads_the_declared_name_past_attributes_and_modifiers():
+    from proofgym.envs.verifiers.dafny.integrity import _declared_name
+
+    assert _declared_name(("function", "{", ":", "opaque", "}", "Sum", "(")) == "Sum"
+    assert _declared_name(("ghost", "static", "predicate", "method", "P", "(")) == "P"
+    assert _declared_name(("datatype", "{", ":", "a", "{", ":", "b", "}", "}", "Tree", "=")) == "Tree"
+    assert _declared_name(("{", "}")) == ""

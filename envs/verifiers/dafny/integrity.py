@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from proofgym.envs.verifiers.dafny.lexer import (
     CLAUSE_KEYWORDS,
+    DECL_KEYWORDS,
     Token,
     attribute_spans,
     bracket_closes,
@@ -523,6 +524,61 @@ def trusted_ranges(anchor: Anchor, tokens: Sequence[Token]) -> tuple[list[tuple[
         ranges.append((k, k + len(needle)))
         taken.update(range(k, k + len(needle)))
     return ranges, missing
+
+
+def _declared_name(needle: Sequence[str]) -> str:
+    """The name a declaration's tokens declare (``function {:opaque} Sum(...)``: Sum), or ""."""
+    k, n = 0, len(needle)
+    while k < n:
+        t = needle[k]
+        if t == "{" and k + 1 < n and needle[k + 1] == ":":  # an attribute: skip to its closing brace
+            depth = 0
+            while k < n:
+                depth += {"{": 1, "}": -1}.get(needle[k], 0)
+                k += 1
+                if depth == 0:
+                    break
+            continue
+        if t in DECL_KEYWORDS:
+            k += 1
+            continue
+        return t if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_'?]*", t) else ""
+    return ""
+
+
+#: Tokens after which an identifier is declared (a declaration keyword, a datatype constructor after ``=``/``|``).
+_DECLARING = DECL_KEYWORDS | {"=", "|"}
+
+
+def left_out(anchor: Anchor, tokens: Sequence[Token], missing: Sequence[str]) -> list[str]:
+    """Of the ``missing`` verbatim declarations (labels from :func:`trusted_ranges`), those the submission left out
+    altogether: their name is declared nowhere in it (no declaration keyword, attribute or constructor bar before
+    it, in any module or class). Such a program cannot resolve, or does not use the declaration, so it is no attempt
+    to change the task's context: an honest slip (the model sent its code without the context), ERROR. A missing
+    declaration whose name the submission declares again is a changed or moved context: CHEATING, as before.
+    """
+    if not missing:
+        return []
+    attribute_start = {b: a for _, a, b in attribute_spans(list(tokens))}
+    declared: set[str] = set()
+    for k, t in enumerate(tokens):
+        if t.kind != "ident":
+            continue
+        j = k - 1
+        while j in attribute_start:  # ``function {:opaque} Sum``: the keyword before the attributes
+            j = attribute_start[j] - 1
+        if j >= 0 and tokens[j].text in _DECLARING:
+            declared.add(t.text)
+    wanted = Counter(missing)
+    out: list[str] = []
+    for label, needle in anchor.verbatim:
+        if wanted[label] <= 0:
+            continue
+        wanted[label] -= 1
+        name = _declared_name(needle)
+        if name and name not in declared:
+            out.append(label)
+    return out
 
 
 def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]] = (),

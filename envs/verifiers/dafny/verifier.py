@@ -70,6 +70,7 @@ from proofgym.envs.verifiers.dafny.integrity import (
     classify_declarations,
     expected_implementations,
     impl_matches,
+    left_out,
     mark_axioms,
     pair_implementations,
     parse_boogie,
@@ -350,6 +351,25 @@ class DafnyVerifier(ProverVerifier):
         return anchor
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        result = self._check_program(task, proof, audit)
+        if result.verdict not in (Verdict.OK, Verdict.FAIL, Verdict.ERROR) or result.backend == "precheck":
+            return result
+        # A declaration of the task left out altogether is no cheat (see _check_program), but the program is not
+        # the task's either: never OK, and whatever Dafny said comes after what to change.
+        program = normalize_source(proof)
+        tokens = tokenize(program)
+        anchor = self._anchor(task)
+        absent = left_out(anchor, tokens, trusted_ranges(anchor, tokens)[1])
+        if not absent:
+            return result
+        missing = tuple(f"the program leaves out the task's declaration '{m} ...': the whole program must hold the "
+                        "task's context (and the statement's declarations with bodies) verbatim, so copy it "
+                        "unchanged above your code" for m in absent)
+        return replace(result, verdict=Verdict.ERROR, reasons=missing + tuple(
+            r for r in result.reasons if result.verdict is not Verdict.OK),
+            error_category=result.error_category if result.verdict is Verdict.ERROR else ErrorCategory.TYPE_ERROR)
+
+    def _check_program(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         program = normalize_source(proof)
         try:
             tokens = tokenize(program)
@@ -358,8 +378,14 @@ class DafnyVerifier(ProverVerifier):
                                backend="precheck")
         anchor = self._anchor(task)
         trusted, missing = trusted_ranges(anchor, tokens)
+        # A declaration left out altogether (its name declared nowhere: the model sent its code without the context)
+        # cannot change what the task means: ERROR below, saying what to add. One declared again is a change: CHEATING.
+        absent = left_out(anchor, tokens, missing)
+        changed = list(missing)
+        for label in absent:
+            changed.remove(label)
         reasons = [f"context declaration '{m} ...' is missing or changed (it must be kept verbatim)"
-                   for m in missing]
+                   for m in changed]
         unknown: list[str] = []
         reasons += banned_constructs(tokens, trusted, allowed_attributes=anchor.task_attributes, unknown=unknown)
         if reasons:
