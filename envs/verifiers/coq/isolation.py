@@ -302,6 +302,30 @@ def load_path_libraries(args: Sequence[str]) -> tuple[tuple[str, int, int], ...]
     return tuple(found)
 
 
+#: coqc flags that coqchk takes too, with how many values follow each: the load path and the kernel's own options.
+_CHECKER_FLAGS = {"-Q": 2, "-R": 2, "-coqlib": 1, "-impredicative-set": 0, "-indices-matter": 0}
+
+
+def checker_args(args: Sequence[str]) -> tuple[str, ...]:
+    """The part of ``coqc``'s flags that ``coqchk`` takes: load path bindings and the kernel options.
+
+    coqchk refuses what it does not know (``-w``, ``-native-compiler``: "Unknown option") and the audit would read
+    its refusal as a rejection of the proof. What is left out is coqc's business (warnings, the native compiler,
+    timing); a kernel option that changes what is accepted is passed on, and the ``-o`` summary reports the unsafe
+    flags a ``.vo`` was compiled under.
+    """
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        n = _CHECKER_FLAGS.get(args[i])
+        if n is None:
+            i += 1
+            continue
+        kept.extend(args[i:i + 1 + n])
+        i += 1 + n
+    return tuple(kept)
+
+
 def default_directory() -> Path:
     """``$PROOFGYM_CACHE/coq-isolation``, else ``~/.cache/proofgym/coq-isolation`` (read at each call)."""
     cache = os.environ.get("PROOFGYM_CACHE")
@@ -480,7 +504,7 @@ class IsolationCache:
                 return meta["out"].replace(own, audit_name)
         workdir = Path(tempfile.mkdtemp(prefix="isochk", dir=workdir_parent))
         try:
-            run = self.sandbox.run([coqchk, "-silent", "-o", *self.args, "-Q", str(self.directory), LIBRARY,
+            run = self.sandbox.run([coqchk, "-silent", "-o", *checker_args(self.args), "-Q", str(self.directory), LIBRARY,
                                     "-norec", own], workdir=workdir, timeout_s=self.build_timeout_s)
             if run.timed_out or run.returncode != 0:
                 return None

@@ -63,7 +63,7 @@ class CoqTacticSession:
         if self._ide is not None:
             self._ide.kill()
         cfg = self.verifier.config
-        ide = IdeTop(self.verifier.sandbox, self._workdir, binary=cfg.coqidetop, args=cfg.extra_args,
+        ide = IdeTop(self.verifier.sandbox, self._workdir, binary=cfg.coqidetop, args=self.verifier.coq_args,
                      env=self.verifier.prover_env())
         self._ide = ide
         try:

@@ -96,6 +96,11 @@ class CoqConfig:
     # is busy), with a wall-clock backstop at wall_backstop * timeout_s for a prover that waits without computing.
     timeout_clock: str = "wall"
     wall_backstop: float = 4.0
+    # Debian's Coq cannot compile native code (its Nativevalues interface is not installed), so an honest
+    # `native_compute` failed ("Native compiler exited with status 2") for an environmental reason. True runs
+    # coqidetop and coqc with `-native-compiler no`: `native_compute` then falls back to `vm_compute`, Coq's own
+    # documented fallback. False (an install with a working native compiler) passes nothing.
+    native_compute_fallback: bool = True
 
 
 @dataclass
@@ -206,8 +211,10 @@ class CoqVerifier(ProverVerifier):
             iso_dir.mkdir(parents=True, exist_ok=True)
             ro.append(str(iso_dir.resolve()))
         self.sandbox = Sandbox(cfg.limits, use_bwrap=cfg.use_bwrap, ro_binds=ro)
+        #: What coqidetop and coqc are started with (coqchk takes the part of it it knows: checker_args).
+        self.coq_args = cfg.extra_args + (("-native-compiler", "no") if cfg.native_compute_fallback else ())
         self.isolation = None if iso_dir is None else isolation.IsolationCache(
-            iso_dir.resolve(), coqc=cfg.coqc, coq_version=self.version, args=cfg.extra_args, sandbox=self.sandbox,
+            iso_dir.resolve(), coqc=cfg.coqc, coq_version=self.version, args=self.coq_args, sandbox=self.sandbox,
             env=self.prover_env(), build_timeout_s=cfg.context_timeout_s)
         self._root = Path(tempfile.mkdtemp(prefix="proofgym-coq-"))
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
@@ -392,7 +399,7 @@ class CoqVerifier(ProverVerifier):
 
         def start(extra: tuple[str, ...] = ()) -> IdeTop:
             try:
-                ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.config.extra_args + extra,
+                ide = IdeTop(self.sandbox, workdir, binary=self.config.coqidetop, args=self.coq_args + extra,
                              env=self.prover_env(), max_rss_bytes=self.config.max_session_rss)
             except (ProcessDied, DeadlinePassed) as exc:
                 raise VerifierCrashed(f"coqidetop failed to start: {exc}") from None
@@ -891,15 +898,16 @@ class CoqVerifier(ProverVerifier):
         workdir = Path(tempfile.mkdtemp(prefix="audit", dir=self._root))
         try:
             (workdir / "ProofgymSubmission.v").write_text(source, encoding="utf-8")
-            args = list(self.config.extra_args)
-            run = self.sandbox.run([self.config.coqc, "-q", "-time", *args, "-Q", ".", "PG", "ProofgymSubmission.v"],
+            run = self.sandbox.run([self.config.coqc, "-q", "-time", *self.coq_args, "-Q", ".", "PG",
+                                    "ProofgymSubmission.v"],
                                    workdir=workdir, timeout_s=timeout_s, env=self.prover_env())
             if run.timed_out:
                 return None
             out = run.stdout + run.stderr
             if run.returncode != 0:
                 return run.returncode or 1, out, 1, ""
-            chk = self.sandbox.run([self.config.coqchk, "-silent", "-o", *args, "-Q", ".", "PG", "-norec",
+            chk = self.sandbox.run([self.config.coqchk, "-silent", "-o", *isolation.checker_args(self.coq_args),
+                                    "-Q", ".", "PG", "-norec",
                                     "PG.ProofgymSubmission"], workdir=workdir, timeout_s=timeout_s)
             if chk.timed_out:
                 return None
