@@ -16,6 +16,16 @@ Found and fixed here (each test below fails on the code before the fix):
   where it switches a kernel check off, dropped before the proof where it is harmless (``Export Set Printing All.``
   was ERROR with feedback about imports). ``Set Definitional UIP`` (a kernel conversion rule) joins the options
   that switch a kernel check off.
+- Dafny fairness: a program that left a context declaration out altogether (its name declared nowhere: a model that
+  sent only its method) was CHEATING; it is ERROR, saying to copy the context, and never OK. A declaration declared
+  again (changed, moved into a module, a class member, a constructor or type of that name) is CHEATING as before.
+- Dafny fairness: a target clause wrapped whole in parentheses (``ensures (y >= 0)``), or two clauses written as one
+  conjunction (``ensures A && B``), was CHEATING ('ensures changed'); clauses now compare conjunct by conjunct.
+
+Pinned (already right): a leak behind ``abstract ... using foo``; ``Abort All``, ``Fail Fail Admitted``,
+``Register``, ``Strategy``, ``Add LoadPath``, ``Locate File`` inside a proof; Software-Foundations-style proofs
+(comments after bullets, ``--``, ``2:{``, ``Defined``); honest Dafny with ``print``, ``calc``, ``match``, labels,
+strings and comments that spell cheats, primed identifiers, classes, ``const``, ``newtype``, a target ``decreases``.
 """
 
 from __future__ import annotations
@@ -288,3 +298,181 @@ def test_left_out_reads_the_declared_name_past_attributes_and_modifiers():
     assert _declared_name(("ghost", "static", "predicate", "method", "P", "(")) == "P"
     assert _declared_name(("datatype", "{", ":", "a", "{", ":", "b", "}", "}", "Tree", "=")) == "Tree"
     assert _declared_name(("{", "}")) == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Dafny fairness: a target's clauses rewritten without changing them
+#
+# Found and fixed here: ``ensures (y >= 0)`` for the statement's ``ensures y >= 0``, and ``ensures A && B`` for the
+# statement's two clauses ``ensures A`` ``ensures B`` (or the reverse), were CHEATING ('ensures changed from the
+# statement'), though they are the same contract. Clauses now compare conjunct by conjunct, each without
+# parentheses around the whole of it; a clause is split at ``&&`` only where nothing at its top level binds looser
+# (``==>``, ``<==>``, ``||``) or opens a binder (``forall``, ``var``, ``if``, ``match``...). Everything else is
+# compared as written, as before (redundant inner parentheses stay a change: fail closed).
+
+ABS_H = "method Abs(x: int) returns (y: int)\n"
+
+
+def _abs_task():
+    from tests.test_dafny_common import dtask
+
+    return dtask("rt7.abs", ABS_STMT, reference=ABS_STMT + ABS_BODY)
+
+
+def _false_task():
+    from tests.test_dafny_common import dtask
+
+    return dtask("rt7.false", "lemma Impossible()\n  ensures false\n")
+
+
+def _split(text: str) -> list[str]:
+    from proofgym.envs.verifiers.dafny.integrity import clause_conjuncts
+    from proofgym.envs.verifiers.dafny.lexer import tokenize
+
+    return [" ".join(c) for c in clause_conjuncts(tuple(t.text for t in tokenize(text)))]
+
+
+def test_clause_conjuncts_split_only_where_and_means_two_clauses():
+    assert _split("(y >= 0)") == ["y >= 0"]
+    assert _split("y >= 0 && (y == x || y == -x)") == ["y >= 0", "y == x || y == - x"]
+    assert _split("((A)) && ((B && C))") == ["A", "B", "C"]
+    assert _split("|s| > 0 && v == old(v)") == ["| s | > 0", "v == old ( v )"]
+    for whole in ["A && B ==> C", "A && B <==> C", "C <== A && B", "forall i :: A && B", "exists i :: A && B",
+                  "if b then A else B && C", "var z := 1; z > 0 && y > 0", "(A) && (B) || C", "A &&",
+                  "match x case 0 => A && B case _ => C", "x :| A && B", "set i | A && B"]:
+        assert len(_split(whole)) == 1, whole
+
+
+HONEST_CLAUSES = {
+    "parenthesised-ensures": ABS_H + "  ensures (y >= 0)\n  ensures (y == x || y == -x)\n" + ABS_BODY,
+    "merged-ensures": ABS_H + "  ensures y >= 0 && (y == x || y == -x)\n" + ABS_BODY,
+    "merged-parenthesised": ABS_H + "  ensures (y >= 0 && (y == x || y == -x))\n" + ABS_BODY,
+    "merged-plus-extra": ABS_H + "  ensures y >= 0 && (y == x || y == -x) && y * y == x * x\n" + ABS_BODY,
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("program", list(HONEST_CLAUSES.values()), ids=list(HONEST_CLAUSES))
+def test_the_same_contract_written_another_way_is_ok(program: str):
+    """Fairness hole (fixed): was CHEATING ('Abs: ensures changed from the statement')."""
+    from tests.test_dafny_common import dafny_verifier, have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    result = dafny_verifier("always").check(_abs_task(), program)
+    assert result.verdict is Verdict.OK and result.audited, result
+
+
+CLAUSE_CHEATS = {
+    "merged-weakened": ("abs", ABS_H + "  ensures y >= 0 && true\n" + ABS_BODY),
+    "implication-in-merge": ("abs", ABS_H + "  ensures y >= 0 && x > 100 ==> y == x || y == -x\n{\n  y := 0;\n}\n"),
+    "parenthesised-or-true": ("abs", ABS_H + "  ensures (y >= 0) || true\n  ensures y == x || y == -x\n" + ABS_BODY),
+    "requires-added-as-conjunct": ("abs", ABS_H + "  requires x > 0 && x < 5\n  ensures y >= 0\n"
+                                          "  ensures y == x || y == -x\n" + ABS_BODY),
+    "merged-under-forall": ("abs", ABS_H + "  ensures forall k :: k == 0 ==> y >= 0 && (y == x || y == -x)\n"
+                                   + ABS_BODY),
+    "inner-parentheses-still-a-change": ("abs", ABS_H + "  ensures y >= 0\n  ensures (y == x) || (y == -x)\n"
+                                                + ABS_BODY),
+    "false-as-parenthesised-true": ("false", "lemma Impossible()\n  ensures (true)\n{\n}\n"),
+    "false-or-true": ("false", "lemma Impossible()\n  ensures (false || true)\n{\n}\n"),
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("task", "program"), list(CLAUSE_CHEATS.values()), ids=list(CLAUSE_CHEATS))
+def test_a_changed_contract_is_still_cheating(task: str, program: str):
+    from tests.test_dafny_common import dafny_verifier, have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    result = dafny_verifier("always").check(_abs_task() if task == "abs" else _false_task(), program)
+    assert result.verdict is Verdict.CHEATING, result
+
+
+# ---------------------------------------------------------------------------------------------
+# Pinned: new cases proofgym already judged right this round (both sides)
+
+LEAK_STATEMENT = "Lemma app_nil_r (A : Type) (l : list A) : l ++ nil = l."
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("proof", [
+    "Proof. abstract (auto with datatypes) using foo. Qed.",
+    "Proof. assert (H : forall B (k : list B), k ++ nil = k) by (abstract (auto with datatypes) using foo). "
+    "apply H. Qed.",
+    "Proof. abstract (apply app_nil_r) using foo. Qed.",
+])
+def test_a_leak_behind_a_named_abstract_is_cheating(coq, proof: str):
+    """``abstract ... using foo`` names its auxiliary constant freely (not ``t_subproof``): Coq 8.16 inlines it into
+    the Qed'd term, so the leak audit still reads the original lemma's use."""
+    for qualid in ("Coq.Lists.List.app_nil_r", ""):
+        task = _coq("leak", LEAK_STATEMENT, "Require Import List.\n", qualid)
+        result = coq.check(task, proof)
+        assert result.verdict is Verdict.CHEATING, (qualid, result)
+
+
+@pytest.mark.parametrize(("proof", "verdict"), [
+    ("Proof. Abort All.", "FAIL"),
+    (f"Proof. {IND} Qed. Abort All.", "CHEATING"),
+    ("Proof. Fail Fail Admitted.", "CHEATING"),
+    ("Proof. Fail Qed. Admitted.", "CHEATING"),
+    ("Proof. Local Unset Guard Checking. Qed.", "CHEATING"),
+    ('Proof. Add LoadPath "/tmp" as X. Qed.', "CHEATING"),
+    ("Proof. Register t as core.True.type. Qed.", "CHEATING"),
+    ("Proof. Strategy expand [plus]. Qed.", "CHEATING"),
+    ("Proof. Test Guard Checking. Qed.", "CHEATING"),
+    ('Proof. Locate File "x". Qed.', "CHEATING"),
+    ("Proof. Grab Existential Variables. Qed.", "CHEATING"),  # not a Coq 8.16 command at all
+])
+def test_pinned_coq_refusals(proof: str, verdict: str):
+    assert _rejected(proof).verdict == verdict
+
+
+HONEST_SF_STYLE = {
+    "comments-after-bullets": "Proof.\n  induction n as [| n' IHn'].\n  - (* n = 0 *) reflexivity.\n"
+                              "  - (* n = S n' *) simpl. rewrite -> IHn'. reflexivity.  Qed.",
+    "double-bullets": "Proof.\n  induction n as [| n' IHn'].\n  -- reflexivity.\n  -- simpl.\n"
+                      "     rewrite IHn'. reflexivity.\nQed.",
+    "selector-brace-glued": "Proof. induction n. 2:{ simpl. rewrite IHn. reflexivity. } reflexivity. Qed.",
+    "string-and-comment-saying-admit": 'Proof. idtac "admit is not used". (* we do not admit *) '
+                                       f"{IND} Qed.",
+    "doc-comment-after-qed": f"Proof. {IND}\nQed. (** Done *)\n\n(* Qed. *)",
+    "defined": "Proof. exact (eq_sym (plus_n_O n)). Defined.",
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("proof", list(HONEST_SF_STYLE.values()), ids=list(HONEST_SF_STYLE))
+def test_pinned_honest_coq_styles_are_ok(coq, proof: str):
+    result = coq.check(_coq("sf"), proof)
+    assert result.verdict is Verdict.OK, result
+
+
+HONEST_DAFNY = {
+    "main-with-print": ABS_STMT + ABS_BODY + 'method Main() {\n  var y := Abs(-3);\n  print y, "\\n";\n}\n',
+    "ghost-calc": ABS_STMT + "{\n  ghost var z := x * x;\n  calc {\n    z;\n    ==\n    x * x;\n  }\n"
+                             "  y := if x < 0 then -x else x;\n}\n",
+    "datatype-match": "datatype Sign = Neg | NonNeg\nfunction method SignOf(x: int): Sign { if x < 0 then Neg else NonNeg }\n"
+                      + ABS_STMT + "{\n  match SignOf(x) {\n    case Neg => y := -x;\n    case NonNeg => y := x;\n  }\n}\n",
+    "label-break": ABS_STMT + "{\n  y := x;\n  label L: while true\n    decreases 0\n  {\n    break L;\n  }\n"
+                              "  if y < 0 { y := -y; }\n}\n",
+    "strings-that-look-like-cheats": ABS_STMT + "{\n  var c := '\\'';\n  var s := \"/* not a comment */ assume\";\n"
+                                                "  var v := @\"verbatim \"\" quote\";\n  y := if x < 0 then -x else x;\n}\n",
+    "primed-identifiers": ABS_STMT + "{\n  var x' := x;\n  var y'' := if x' < 0 then -x' else x';\n  y := y'';\n}\n",
+    "nested-comment": "/* outer /* inner */ still comment */\n" + ABS_STMT + ABS_BODY,
+    "class-const-newtype": "class Box {\n  var v: int\n  constructor (x: int) ensures v == x { v := x; }\n}\n"
+                           "const Zero: int := 0\nnewtype Small = x: int | 0 <= x < 10\n" + ABS_STMT
+                           + "{\n  var b := new Box(x);\n  var s: Small := 3;\n  y := if b.v < Zero then -b.v else b.v;\n}\n",
+    "target-with-decreases": ABS_STMT + "  decreases 0\n" + ABS_BODY,
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("program", list(HONEST_DAFNY.values()), ids=list(HONEST_DAFNY))
+def test_pinned_honest_dafny_programs_are_ok(program: str):
+    from tests.test_dafny_common import dafny_verifier, have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    result = dafny_verifier("always").check(_abs_task(), program)
+    assert result.verdict is Verdict.OK, result

@@ -19,7 +19,8 @@ must keep. The submission is the whole program. Rules, and where each one is dec
   members are judged with the iterator. What cannot be placed or classified is refused.
 * **Anchoring**: each statement declaration must exist in the submission, same module, class and
   name, same kind, and its header must be unchanged token for token (whitespace, comments and
-  attributes aside; clauses in any order; extra ``ensures`` and changed ``decreases`` are allowed:
+  attributes aside; clauses in any order, compared conjunct by conjunct (:func:`clause_conjuncts`); extra
+  ``ensures`` and changed ``decreases`` are allowed:
   they only make the contract stronger or re-prove termination), and no ``decreases *`` in it. For methods and lemmas, Dafny's own printed
   ``requires``/``ensures`` lists are compared too. Functions with bodies in the statement, and
   every top-level declaration of the context, must appear verbatim.
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from proofgym.envs.verifiers.dafny.lexer import (
     CLAUSE_KEYWORDS,
     DECL_KEYWORDS,
+    DafnyLexError,
     Token,
     attribute_spans,
     bracket_closes,
@@ -666,19 +668,23 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
         # clauses only strengthen it; requires, modifies and reads must be exactly the statement's.
         if got.signature != want.signature:
             changed.append("signature")
-        if Counter(got.requires) != Counter(want.requires):
+        # Conjuncts compare, each without parentheses around the whole of it: ``ensures (A)`` is ``ensures A``, and
+        # ``ensures A && B`` is ``ensures A ensures B`` (see clause_conjuncts; anything it cannot split stays whole).
+        if Counter(_conjuncts(got.requires)) != Counter(_conjuncts(want.requires)):
             changed.append("requires")
         if Counter(got.modifies) != Counter(want.modifies):
             changed.append("modifies")
         if Counter(got.reads) != Counter(want.reads):
             changed.append("reads")
-        if Counter(want.ensures) - Counter(got.ensures):
+        if Counter(_conjuncts(want.ensures)) - Counter(_conjuncts(got.ensures)):
             changed.append("ensures")
         if target.symbol.requires is not None and sym.requires is not None:
-            if Counter(sym.requires) != Counter(target.symbol.requires) and "requires" not in changed:
+            if Counter(_printed_conjuncts(sym.requires)) != Counter(_printed_conjuncts(target.symbol.requires)) \
+                    and "requires" not in changed:
                 changed.append("requires (as Dafny reads it)")
         if target.symbol.ensures is not None and sym.ensures is not None:
-            if Counter(target.symbol.ensures) - Counter(sym.ensures) and "ensures" not in changed:
+            if Counter(_printed_conjuncts(target.symbol.ensures)) - Counter(_printed_conjuncts(sym.ensures)) \
+                    and "ensures" not in changed:
                 changed.append("ensures (as Dafny reads it)")
         if not anchor.allow_decreases_star and any(
                 tokens[k].text == "decreases" and tokens[k + 1].text == "*" for k in range(view.start, view.end - 1)):
@@ -705,6 +711,66 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
         if got_words != words:
             reasons.append(f"{want_sym.label} differs from the statement (it must be kept unchanged)")
     return reasons
+
+
+#: Tokens that, outside brackets, bind looser than ``&&`` or open a binder whose body runs to the clause's end: a
+#: clause holding one of them at depth 0 is never split at its ``&&`` (``A && B ==> C`` is ``(A && B) ==> C``,
+#: ``forall x :: A && B`` is one quantifier).
+_NO_SPLIT = frozenset({
+    "==>", "<==", "<==>", "||", "forall", "exists", "::", "if", "then", "else", "var", "match", "case", "=>", ";",
+    ":|", "set", "iset", "map", "imap", "assert", "assume", "calc", "reveal", "expect", "label", "function", "lemma",
+})
+
+
+def _unwrap(clause: tuple[str, ...]) -> tuple[str, ...]:
+    """``clause`` without parentheses around the whole of it (``( ( A ) )``: ``A``)."""
+    while len(clause) >= 2 and clause[0] == "(" and clause[-1] == ")":
+        depth = 0
+        for k, t in enumerate(clause):
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(t, 0)
+            if depth == 0 and k < len(clause) - 1:
+                return clause  # ``(A) && (B)``: the first parenthesis closes early
+        clause = clause[1:-1]
+    return clause
+
+
+def clause_conjuncts(clause: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The conjuncts of one ``requires``/``ensures`` clause (tokens), each unwrapped: ``(A && (B))`` gives ``A`` and
+    ``B``. Split only at a depth-0 ``&&`` of a clause with no looser operator or binder at depth 0 (:data:`_NO_SPLIT`),
+    where ``A && B`` means exactly the two clauses ``A`` and ``B``; anything else is one conjunct, as written."""
+    clause = _unwrap(clause)
+    depth = 0
+    cuts: list[int] = []
+    for k, t in enumerate(clause):
+        if t in ("(", "[", "{"):
+            depth += 1
+        elif t in (")", "]", "}"):
+            depth -= 1
+        elif depth == 0 and t in _NO_SPLIT:
+            return [clause]
+        elif depth == 0 and t == "&&":
+            cuts.append(k)
+    if not cuts or depth != 0:
+        return [clause]
+    parts = [clause[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(clause)], strict=True)]
+    if any(not p for p in parts):
+        return [clause]
+    return [c for p in parts for c in clause_conjuncts(p)]
+
+
+def _conjuncts(clauses: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    return [c for clause in clauses for c in clause_conjuncts(clause)]
+
+
+def _printed_conjuncts(clauses: Sequence[str]) -> list[tuple[str, ...]]:
+    """:func:`clause_conjuncts` of the clauses Dafny printed (text); a text that does not lex stays whole."""
+    out: list[tuple[str, ...]] = []
+    for text in clauses:
+        try:
+            out.extend(clause_conjuncts(tuple(t.text for t in tokenize(text))))
+        except DafnyLexError:
+            out.append((text,))
+    return out
 
 
 def _same_kind(got: tuple[str, ...], want: tuple[str, ...]) -> bool:
