@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.from_eval:
         for run_dir in args.from_eval:
-            for row in eval_rows(json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))):
+            config = Path(run_dir) / "config.json"  # the strategy's options (sim, fix) are in the run's config
+            options = json.loads(config.read_text(encoding="utf-8")).get("config", {}).get(
+                "strategy_options") or {} if config.is_file() else {}
+            for row in eval_rows(json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8")), options):
                 print(row)
         return 0
     if not args.suite:
@@ -184,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def eval_rows(summary: dict) -> list[str]:
+def eval_rows(summary: dict, options: dict | None = None) -> list[str]:
     """Markdown rows of one ``proofgym eval`` summary: ACC#1 per category (and after fixing, when the run has
-    a fixing round), each with its Wilson interval, and the run's cost."""
+    a fixing round), each with its Wilson interval, and the run's cost. ``options``: the strategy's options
+    from the run's ``config.json``; a retrieval run (``sim``) is labelled ``+ sim``."""
     cats = {c: v for c, v in summary["per_category"].items() if c != "all"}
     n_all = summary["per_category"].get("all", {}).get("n", 0)
     cost = summary.get("cost", {})
@@ -198,6 +202,8 @@ def eval_rows(summary: dict) -> list[str]:
                  f"{checks / per_task:.1f} checks/task")
     strategy = summary.get("strategy") or "plain"
     label = f"{summary.get('model') or summary.get('agent')} {strategy}"
+    if str((options or {}).get("sim", "")).lower() in ("true", "1", "yes"):
+        label += " + sim"
     metrics = [("pass@1", "")] + ([("fix@1", " + fix")] if summary.get("max_attempts", 1) > 1 else [])
     rows = []
     for metric, suffix in metrics:

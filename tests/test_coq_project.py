@@ -189,6 +189,8 @@ def test_eval_runs_become_table_rows_with_wilson_intervals_and_their_cost() -> N
                      "1/6 = 17% [3%, 56%] | 120 s, 1000 tok/task, 2.0 checks/task |")
     assert fixed.startswith("| coq-stdpp | smollm2 selene + fix | 2/4 = 50% [15%, 85%] |")
     assert len(script.eval_rows({**summary, "max_attempts": 1})) == 1  # no fixing round: one row
+    (sim,) = script.eval_rows({**summary, "max_attempts": 1}, {"sim": True, "fix": "none"})
+    assert sim.startswith("| coq-stdpp | smollm2 selene + sim | 1/4 = 25%")
 
 
 def test_symbolic_candidates_are_bounded_by_coqs_timeout() -> None:
