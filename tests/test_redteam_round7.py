@@ -16,6 +16,10 @@ Found and fixed here (each test below fails on the code before the fix):
   where it switches a kernel check off, dropped before the proof where it is harmless (``Export Set Printing All.``
   was ERROR with feedback about imports). ``Set Definitional UIP`` (a kernel conversion rule) joins the options
   that switch a kernel check off.
+- Dafny soundness (a hole: OK for an unproved statement): a class member named like a datatype constructor of the
+  task (``const Red: Color := Green`` beside ``ensures c == Red``) shadows the constructor in the class's
+  specification, and the shadow check only knew member and field names: OK. Every type, module and constructor name
+  the task declares is now protected too: CHEATING.
 - Dafny fairness: a program that left a context declaration out altogether (its name declared nowhere: a model that
   sent only its method) was CHEATING; it is ERROR, saying to copy the context, and never OK. A declaration declared
   again (changed, moved into a module, a class member, a constructor or type of that name) is CHEATING as before.
@@ -476,3 +480,84 @@ def test_pinned_honest_dafny_programs_are_ok(program: str):
         pytest.skip("Dafny is not installed")
     result = dafny_verifier("always").check(_abs_task(), program)
     assert result.verdict is Verdict.OK, result
+
+
+# ---------------------------------------------------------------------------------------------
+# Dafny soundness: a class member shadowing a datatype constructor
+#
+# Found and fixed here (a hole: OK for an unproved statement): the task's context declares ``datatype Color = Red |
+# Green`` and its statement a class whose method ``ensures c == Red``. A submission that adds the class member
+# ``const Red: Color := Green`` (or ``var Red: Color``) keeps the header token for token, and Dafny resolves ``Red``
+# in the class's specification to the member: ``c := Green`` verified and was OK. The shadow check only knew the
+# names of members and fields (Dafny's ``symbols``); it now knows every type, module and constructor name the task
+# declares (read from its tokens), and a member or field of the submission with one of them is CHEATING.
+
+COLOR_CTX = "datatype Color = Red | Green\n"
+LAMP_STMT = "class Lamp {\n  var c: Color\n  method TurnRed()\n    modifies this\n    ensures c == Red\n"
+POINT_CTX = ("datatype Point = Point(x: int, y: int)\ndatatype Tree = Leaf | Node(left: Tree, v: int, right: Tree)\n"
+             "function Size(t: Tree): nat { match t case Leaf => 0 case Node(l, _, r) => Size(l) + 1 + Size(r) }\n")
+POINT_STMT = "method Origin() returns (p: Point)\n  ensures p.x == 0 && p.y == 0\n"
+
+
+def _lamp_check(program: str, context: str = COLOR_CTX, statement: str = LAMP_STMT + "}\n"):
+    from tests.test_dafny_common import dafny_verifier, dtask, have_dafny
+
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    return dafny_verifier("always").check(dtask("rt7.lamp", statement, context=context), program)
+
+
+SHADOWS = {
+    "const-member": "  const Red: Color := Green\n",
+    "var-member": "  var Red: Color\n",
+    "static-function-member": "  static function method Red(): Color { Green }\n",
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize("member", list(SHADOWS.values()), ids=list(SHADOWS))
+def test_a_member_shadowing_a_constructor_is_cheating(member: str):
+    """Was a hole (fixed): ``const Red: Color := Green`` and ``var Red: Color`` were OK."""
+    program = COLOR_CTX + LAMP_STMT.replace("  method TurnRed", member + "  method TurnRed") \
+        + "  {\n    c := Green;\n  }\n}\n"
+    if "var Red" in member:
+        program = program.replace("c := Green;", "c := Red;")
+    result = _lamp_check(program)
+    assert result.verdict in ({Verdict.CHEATING} if "function" not in member else
+                              {Verdict.CHEATING, Verdict.ERROR, Verdict.FAIL}), result
+    assert result.verdict is not Verdict.OK
+
+
+@pytest.mark.prover
+def test_a_top_level_const_named_like_a_constructor_is_cheating():
+    program = COLOR_CTX + "const Red: Color := Green\n" + LAMP_STMT + "  {\n    c := Green;\n  }\n}\n"
+    assert _lamp_check(program).verdict is Verdict.CHEATING
+
+
+HONEST_CONSTRUCTORS = {
+    "lamp": (COLOR_CTX, LAMP_STMT + "}\n", COLOR_CTX + LAMP_STMT + "  {\n    c := Red;\n  }\n}\n"),
+    "constructor-named-like-its-type": (POINT_CTX, POINT_STMT, POINT_CTX + POINT_STMT + "{\n  p := Point(0, 0);\n}\n"),
+    "helper-class-with-a-destructor-name": (
+        POINT_CTX, POINT_STMT, POINT_CTX + "class Helper {\n  var left: int\n  static method Mk() returns (p: Point)\n"
+                                           "    ensures p.x == 0\n  {\n    p := Point(0, 0);\n  }\n}\n"
+        + POINT_STMT + "{\n  p := Point(0, 0);\n}\n"),
+}
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("context", "statement", "program"), list(HONEST_CONSTRUCTORS.values()),
+                         ids=list(HONEST_CONSTRUCTORS))
+def test_honest_programs_using_constructors_are_ok(context: str, statement: str, program: str):
+    result = _lamp_check(program, context, statement)
+    assert result.verdict is Verdict.OK, result
+
+
+def test_type_and_constructor_names_are_read_from_the_tokens():
+    from proofgym.envs.verifiers.dafny.integrity import type_and_constructor_names
+    from proofgym.envs.verifiers.dafny.lexer import tokenize
+
+    text = ("datatype Color = Red | Green\ndatatype {:x} Tree<T> = | Leaf | Node(left: Tree<T>, v: T, right: Tree<T>)\n"
+            "codatatype S = Cons(h: int, t: S)\nnewtype N = x: int | 0 <= x\ntype Syn = int\n"
+            "module M { datatype D = A { function f(): int { 0 } } }\nclass K { var f: int }\nfunction F(): int { 0 }")
+    assert type_and_constructor_names(tokenize(text)) == {
+        "Color", "Red", "Green", "Tree", "Leaf", "Node", "S", "Cons", "N", "Syn", "M", "D", "A", "K"}

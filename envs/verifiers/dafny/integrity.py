@@ -437,6 +437,9 @@ class Anchor:
     # The context has assumptions that no {:axiom} mark can carry through /noCheating:1 (an ``assume``
     # statement, a loop or forall statement without a body): only then does the check run without it.
     unmarkable_assumptions: bool = False
+    # Names the task gives to types, modules and datatype constructors (``Red`` of ``datatype Color = Red | Green``):
+    # no member or field of the submission may take one, since it would shadow it in a class's specifications.
+    type_names: frozenset[str] = field(default_factory=frozenset)
 
 
 def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
@@ -506,7 +509,56 @@ def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
     task_attributes = frozenset(name for name, _, _ in attribute_spans(tokens))
     unmarkable = any(t.kind == "ident" and t.text == "assume" for t in ctx_tokens)
     return Anchor(tuple(targets), tuple(verbatim), tuple(member_verbatim), frozenset(allowed_bodyless), star,
-                  assumes, declared, task_attributes, unmarkable)
+                  assumes, declared, task_attributes, unmarkable, frozenset(type_and_constructor_names(tokens)))
+
+
+_TYPE_WORDS = frozenset({"datatype", "codatatype", "type", "newtype", "class", "trait", "module", "iterator"})
+
+
+def _skip_attributes(tokens: Sequence[Token], k: int, closes: Sequence[int]) -> int:
+    while k + 1 < len(tokens) and tokens[k].text == "{" and tokens[k + 1].text == ":" and closes[k] != -1:
+        k = closes[k] + 1
+    return k
+
+
+def type_and_constructor_names(tokens: Sequence[Token]) -> set[str]:
+    """The names ``tokens`` give to types, modules and datatype constructors (``datatype Color = Red | Green(x: int)``:
+    Color, Red, Green). Dafny's ``symbols`` reports none of them, and a class member of the same name shadows a
+    constructor in that class's specifications (``const Red := Green`` makes ``ensures c == Red`` mean c == Green)."""
+    names: set[str] = set()
+    closes = bracket_closes(tokens)
+    n = len(tokens)
+    for k, t in enumerate(tokens):
+        if t.kind != "ident" or t.text not in _TYPE_WORDS:
+            continue
+        j = _skip_attributes(tokens, k + 1, closes)
+        if j < n and tokens[j].kind == "ident" and tokens[j].text not in _DECL_START:
+            names.add(tokens[j].text)
+        if t.text not in ("datatype", "codatatype"):
+            continue
+        e = j + 1
+        while e < n and tokens[e].text not in ("=", "{", "}") and not (
+                tokens[e].kind == "ident" and tokens[e].text in _DECL_START):
+            e += 1
+        if e >= n or tokens[e].text != "=":
+            continue
+        e += 1
+        while e < n:
+            if tokens[e].text == "|":
+                e += 1
+                continue
+            e = _skip_attributes(tokens, e, closes)
+            if e >= n or tokens[e].kind != "ident" or tokens[e].text in _DECL_START:
+                break
+            names.add(tokens[e].text)
+            e += 1
+            if e < n and tokens[e].text == "(":
+                if closes[e] == -1:
+                    break
+                e = closes[e] + 1
+            if e >= n or tokens[e].text != "|":
+                break
+    return names
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -637,7 +689,7 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
     reasons: list[str] = []
     # Bodyless declarations are judged by classify_declarations. No second declaration of a name the task declares: a class member named like a context function
     # would shadow it inside that class, and change what an unchanged header means.
-    names = {name for _, _, name in anchor.declared} - {"_ctor"}
+    names = ({name for _, _, name in anchor.declared} - {"_ctor"}) | anchor.type_names
     for sym in symbols:
         if sym.kind in MEMBER_KINDS + ("Field",) and sym.name in names and sym.key not in anchor.declared:
             view = locate(index, sym, symbols) if sym.kind != "Field" else None
