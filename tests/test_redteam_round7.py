@@ -561,3 +561,24 @@ def test_type_and_constructor_names_are_read_from_the_tokens():
             "module M { datatype D = A { function f(): int { 0 } } }\nclass K { var f: int }\nfunction F(): int { 0 }")
     assert type_and_constructor_names(tokenize(text)) == {
         "Color", "Red", "Green", "Tree", "Leaf", "Node", "S", "Cons", "N", "Syn", "M", "D", "A", "K"}
+
+
+# Pinned: an attribute the task's own context uses is allowed in the submission too, and still proves nothing.
+LOG_CTX = "method {:extern} Log(x: int)\n"
+AX_CTX = "lemma {:axiom} Ax(x: int)\n  ensures x * 0 == 0\n"
+IMPOSSIBLE = "lemma Impossible()\n  ensures false\n"
+USE_HELPER = IMPOSSIBLE + "{\n  Helper();\n}\n"
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("context", "program"), [
+    (LOG_CTX, LOG_CTX + "lemma {:extern} Helper()\n  ensures false\n{\n}\n" + USE_HELPER),
+    (LOG_CTX, LOG_CTX + "lemma {:extern} Helper()\n  ensures false\n" + USE_HELPER),
+    (AX_CTX, AX_CTX + "lemma {:axiom} Helper()\n  ensures false\n{\n}\n" + USE_HELPER),
+    (AX_CTX, AX_CTX + "lemma {:axiom} Helper()\n  ensures false\n" + USE_HELPER),
+], ids=["extern-with-body", "extern-bodyless", "axiom-with-body", "axiom-bodyless"])
+def test_an_attribute_the_context_uses_proves_nothing_in_the_submission(context: str, program: str):
+    result = _lamp_check(program, context, IMPOSSIBLE)
+    assert result.verdict is not Verdict.OK, result
+    if "{\n}\n" not in program.split("Helper()", 1)[1][:30]:
+        assert result.verdict is Verdict.CHEATING, result  # bodyless: an assumption
