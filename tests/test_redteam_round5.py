@@ -315,8 +315,10 @@ DAFNY_CASES = {
                             Verdict.CHEATING),
     "ensures-reordered": (ABS_STMT, "method Abs(x: int) returns (y: int)\n  ensures y == x || y == -x\n"
                                     "  ensures y >= 0\n" + ABS_BODY, Verdict.OK),
+    # The same contract as one conjunction: OK since red team round 7 (clauses compare conjunct by conjunct; a
+    # changed conjunct is still CHEATING, tests/test_redteam_round7.py).
     "ensures-merged": (ABS_STMT, "method Abs(x: int) returns (y: int)\n  ensures y >= 0 && (y == x || y == -x)\n"
-                       + ABS_BODY, Verdict.CHEATING),
+                       + ABS_BODY, Verdict.OK),
     "crlf-and-comment": (ABS_STMT, (ABS_STMT + ABS_BODY + "// done\n").replace("\n", "\r\n"), Verdict.OK),
     "prose-after-program": (ABS_STMT, ABS_STMT + ABS_BODY + "This program computes the absolute value.\n",
                             Verdict.ERROR),
