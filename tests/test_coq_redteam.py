@@ -107,9 +107,12 @@ CHEATS = [
     C("false", "Proof. Load \"evil\". Qed.", id="load"),
     C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require"),
     C("false", "Proof. Extraction \"/tmp/x\" nat. Qed.", id="extraction"),
-    C("false", "Proof. Set Ltac Debug. Qed.", id="set-ltac-debug"),
-    C("false", "Proof. Set Printing All. reflexivity. Qed.", id="set-printing"),
-    C("hard", "Proof. Set Printing All. induction n; simpl; auto. Qed.", id="set-printing-harmless"),
+    # A display option inside the proof claims nothing: dropped (red team round 7's open question; was CHEATING).
+    C("false", "Proof. Set Ltac Debug. Qed.", REFUSED, id="set-ltac-debug"),
+    C("false", "Proof. Set Printing All. reflexivity. Qed.", REFUSED, id="set-printing"),
+    C("false", "Proof. Unset Guard Checking. reflexivity. Qed.", id="unset-guard-inside"),
+    C("false", "Proof. Local Unset Positivity Checking. reflexivity. Qed.", id="unset-positivity-inside"),
+    C("false", "Proof. Set Printing All. admit. Qed.", id="set-printing-then-admit"),
     # -- nested definitions, redefinitions, shadowing -------------------------------------------------
     C("false", "Proof. Lemma helper : 1 = 2. Admitted. exact helper. Qed.", id="nested-lemma"),
     C("false", "Proof. Definition two := 1. reflexivity. Qed.", id="nested-definition"),
@@ -250,6 +253,18 @@ def test_cheat_is_refused(coq_verifier, task_key: str, proof: str, allowed: froz
     assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
     if result.verdict is Verdict.CHEATING:
         assert result.reasons
+
+
+@pytest.mark.parametrize("proof", [
+    "Proof. Set Printing All. induction n; simpl; auto. Qed.",
+    "Proof. induction n. Unset Printing Notations. - reflexivity. - simpl; auto. Qed.",
+])
+def test_a_display_option_inside_an_honest_proof_is_dropped(coq_verifier, proof: str) -> None:
+    """CHEATING before red team round 7's open question was settled: an option that leaves the kernel alone claims
+    nothing, so it is dropped with a note (the kernel-check ones stay CHEATING in CHEATS)."""
+    result = _check(coq_verifier, "hard", proof)
+    assert result.verdict is Verdict.OK, (result.reasons, result.messages)
+    assert any("dropped the option" in m for m in result.messages), result.messages
 
 
 @pytest.mark.parametrize(("task_key", "proof", "allowed"), LEAK_HOLES)

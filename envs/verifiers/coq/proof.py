@@ -39,6 +39,9 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
   another name) is ``Qed.``; the verifier names the lemma itself;
 * ``Focus n.``, ``Unfocus.``, ``Unfocused.``: deprecated focusing, sent as written (they only
   change which goals are shown and worked on, like ``n: {``).
+* ``Set``/``Unset`` of an option that leaves the kernel alone (``Set Printing All.``): dropped,
+  as before the proof, with a note (never sent; a proof that needed it may FAIL without it); one
+  that switches a kernel check off (guard, positivity, universes, ``Definitional UIP``) is ``CHEATING``.
 
 ``Abort`` gives the proof up: it is ``FAIL`` (nothing is proved, and nothing runs), never
 ``OK`` and not ``CHEATING``, since it claims nothing; a cheat around it still is.
@@ -316,6 +319,12 @@ def _binder_bridge(restated: str, statement: str) -> str:
     return ""
 
 
+def _kernel_option(name: str) -> bool:
+    """Whether the option ``name`` (of ``Set``/``Unset``) changes what the kernel accepts: guard, positivity and
+    universe checking, and ``Definitional UIP`` (a conversion rule: its own README row, a checker change)."""
+    return any(w in name for w in ("Checking", "Guard", "Positivity", "UIP"))
+
+
 def _top_level(tokens: tuple[str, ...], wanted: str) -> int | None:
     depth = 0
     for i, t in enumerate(tokens):
@@ -409,8 +418,7 @@ def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_name
     if _ASSUME_RE.match(code):
         return f"cheat:{_short(code)} assumes what the task does not give"
     if m := _OPTION_RE.match(code):
-        # ``Definitional UIP`` adds a conversion rule to the kernel (its own README row: a checker change).
-        if any(w in m.group(2) for w in ("Checking", "Guard", "Positivity", "UIP")):
+        if _kernel_option(m.group(2)):
             return f"cheat:{m.group(1)} {m.group(2)} switches a kernel check off"
         return "code"
     if word := _cheat_word(code):
@@ -653,6 +661,15 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             errors.append(f"`{_short(code, 200)}` states a lemma inside the proof, which Coq does not allow: "
                           "send only the proof of the task's statement (from `Proof.` to `Qed.`); "
                           "inline a helper with `assert`")
+            continue
+        if not selector and (m := _OPTION_RE.match(body_code)):
+            if _kernel_option(m.group(2)):
+                cheats.append(f"{m.group(1)} {m.group(2)} switches a kernel check off")
+            else:
+                # A display or tactic option (``Set Printing All.``, ``Unset Ltac Backtrace.``) claims nothing: it is
+                # dropped, as before the proof (never sent, so sound); a proof that needed it may FAIL without it.
+                notes.append(f"dropped the option `{_short(sentence.code)}` inside the proof (options are not sent "
+                             "to Coq; the proof runs without it)")
             continue
         if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
             cheats.append(f"vernacular command {bfirst!r} is not allowed inside a proof")
