@@ -34,6 +34,17 @@ def have_coq() -> bool:
 requires_coq = pytest.mark.skipif(not have_coq(), reason="Coq is not installed: run `make setup` (apt-get install coq)")
 
 
+@pytest.fixture(scope="module")
+def audited_coq(tmp_path_factory) -> Iterator[Any]:
+    """A Coq verifier shared by one test module: every OK audited (coqc + coqchk), its own isolation cache."""
+    if not have_coq():
+        pytest.skip("Coq is not installed: run `make setup` (apt-get install coq)")
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    with CoqVerifier(audit="always", isolation_dir=str(tmp_path_factory.mktemp("iso"))) as verifier:
+        yield verifier
+
+
 def close_at_session_end(owner: Any) -> Any:
     """Register a verifier that a test module shares run-wide (no fixture holds it); closed when the run ends,
     before the leftover-process check. Returns ``owner``."""

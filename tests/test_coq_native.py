@@ -34,17 +34,10 @@ def test_coqchk_gets_the_load_path_and_kernel_options_only() -> None:
     assert checker_args(()) == ()
 
 
+# audit="always": the audit's coqc and coqchk see the same flags as the warm session.
 @pytest.fixture(scope="module")
-def coq(tmp_path_factory):
-    from tests.conftest import have_coq
-
-    if not have_coq():
-        pytest.skip("Coq is not installed: run `make setup` (apt-get install coq)")
-    from proofgym.envs.verifiers.coq import CoqVerifier
-
-    # audit="always": the audit's coqc and coqchk see the same flags as the warm session.
-    with CoqVerifier(audit="always", isolation_dir=str(tmp_path_factory.mktemp("iso"))) as verifier:
-        yield verifier
+def coq(audited_coq):
+    return audited_coq
 
 
 @pytest.mark.prover

@@ -101,17 +101,10 @@ def test_a_cheat_around_save_focus_or_abort_is_still_cheating(proof: str):
 # Coq, prover tier
 
 
+# Audited: coqc's cut of the proof (Focus sentences are sent unparenthesised) must be the checker's.
 @pytest.fixture(scope="module")
-def coq(tmp_path_factory):
-    from tests.conftest import have_coq
-
-    if not have_coq():
-        pytest.skip("Coq is not installed: run `make setup` (apt-get install coq)")
-    from proofgym.envs.verifiers.coq import CoqVerifier
-
-    # Audited: coqc's cut of the proof (Focus sentences are sent unparenthesised) must be the checker's.
-    with CoqVerifier(audit="always", isolation_dir=str(tmp_path_factory.mktemp("iso"))) as verifier:
-        yield verifier
+def coq(audited_coq):
+    return audited_coq
 
 
 HONEST_COQ = {

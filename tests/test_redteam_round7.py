@@ -60,15 +60,8 @@ def _rejected(proof: str, statement: str = ADD_0) -> ProofRejected:
 
 
 @pytest.fixture(scope="module")
-def coq(tmp_path_factory):
-    from tests.conftest import have_coq
-
-    if not have_coq():
-        pytest.skip("Coq is not installed: run `make setup` (apt-get install coq)")
-    from proofgym.envs.verifiers.coq import CoqVerifier
-
-    with CoqVerifier(audit="always", isolation_dir=str(tmp_path_factory.mktemp("iso"))) as verifier:
-        yield verifier
+def coq(audited_coq):
+    return audited_coq
 
 
 # ---------------------------------------------------------------------------------------------
