@@ -119,6 +119,16 @@ def test_summarize_counts_first_attempts_fixes_verdicts_failures_and_cost():
     assert metrics["verdict/TIMEOUT"] == 1 and metrics["failures/logic"] == 2
 
 
+def test_replies_cut_at_the_token_limit_get_a_note_when_they_are_half_or_more():
+    cut = {"finish_reason": "length"}
+    half = [_row("a", 0, _attempt("ERROR", "syntax", **cut), _attempt("OK", finish_reason="stop")),
+            _row("b", 0, _attempt("ERROR", "syntax", finish_reason="max_tokens"), _attempt("FAIL", "logic"))]
+    (note,) = summarize(half, TASKS, k=1, max_attempts=2).notes
+    assert note.startswith("2 of 4 replies stopped at the token limit") and "--max-tokens" in note
+    fewer = [_row("a", 0, _attempt("ERROR", "syntax", **cut), _attempt("OK")), _row("b", 0, _attempt("OK"))]
+    assert summarize(fewer, TASKS, k=1, max_attempts=2).notes == []
+
+
 def test_summary_table_shows_fixing_and_notes():
     from rich.console import Console
 

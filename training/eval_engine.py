@@ -307,7 +307,7 @@ def run_eval(
     summary = summarize(read_results(out), eval_tasks, k, n=n, max_attempts=strategy.max_attempts)
     summary.harness_failures = harness_failures
     summary.agent_failures = agent_failures
-    summary.notes = list(strategy.notes)
+    summary.notes = list(strategy.notes) + summary.notes
     summary.upper_bound = strategy.upper_bound
     if any(runtime.setup_cost.values()):
         summary.cost["setup"] = dict(runtime.setup_cost)

@@ -127,6 +127,11 @@ def _attempts_of(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(attempts) if attempts else [row]  # rows of the first format are one attempt
 
 
+#: What backends say when a reply stopped at the token limit (OpenAI-style and local ``length``, Anthropic's
+#: ``max_tokens``).
+CUT_AT_LIMIT = frozenset({"length", "max_tokens"})
+
+
 def summarize(rows: Iterable[Mapping[str, Any]], tasks: Sequence[Task], k: int, *, n: int | None = None,
               max_attempts: int = 1) -> EvalSummary:
     """All the metrics over ``tasks`` from result rows (see the module docstring).
@@ -147,6 +152,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], tasks: Sequence[Task], k: int, 
     taxonomy: dict[str, Counter] = defaultdict(Counter)
     cost = Counter()
     cost_usd = 0.0
+    cut = 0  # replies the backend stopped at the token limit
     priced = False
     segments: dict[str, float] = {}
     for row in rows:
@@ -168,6 +174,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], tasks: Sequence[Task], k: int, 
             cost["verifier_calls"] += 1
             cost["verifier_cpu_s"] += float(attempt.get("cpu_s", 0.0) or 0.0)
             cost["verifier_wall_s"] += float(attempt.get("wall_s", 0.0) or 0.0)
+            cut += attempt.get("finish_reason") in CUT_AT_LIMIT
             if attempt.get("cost_usd") is not None:
                 priced = True
                 cost_usd += float(attempt["cost_usd"])
@@ -208,6 +215,10 @@ def summarize(rows: Iterable[Mapping[str, Any]], tasks: Sequence[Task], k: int, 
         summary.rates = {f"{v.value.lower()}_rate": summary.attempt_verdicts.get(v.value, 0) / attempts_total
                          for v in Verdict}
         summary.rates["cheat_rate"] = summary.rates.pop("cheating_rate")
+    if attempts_total and cut * 2 >= attempts_total:
+        summary.notes.append(
+            f"{cut} of {attempts_total} replies stopped at the token limit: their proofs may be cut off (an ERROR "
+            "'has no final period' is often one); raise --max-tokens (max_completion_length in training)")
     wall = sum(segments.values())
     tokens = cost["prompt_tokens"] + cost["completion_tokens"]
     summary.cost = {
