@@ -45,6 +45,10 @@ def grpo_config(tmp_path: Path, model: Path, suite: Path, **overrides: Any) -> P
     return ProofGRPOConfig(**{**base, **overrides})
 
 
+# The two stateful verifiers below count checks, so their tests turn the verdict cache off
+# (verdict_cache_entries=0): a group's identical completions would otherwise be checked once, and the count would
+# depend on how often the tiny model repeats itself (it did, under TRL 1.16 / transformers 5.24: 1 harness failure
+# instead of 2, a cheat rate of 0.375 instead of 0.5).
 class FlakyVerifier:
     """Per worker process: crashes twice in a row, then says FAIL twice, and so on.
 
@@ -89,7 +93,7 @@ def test_a_cheat_reason_absent_from_a_batch_counts_as_zero_in_the_logged_average
     """TRL averages a metric over the batches that logged it: a reason first seen in the second of two batches
     of one logging window would read 1.0 instead of 0.5."""
     cfg = grpo_config(tmp_path, taught_model, tiny_suite, max_steps=2, logging_steps=2,
-                      verifier_factory="tests.test_grpo:LateCheater")
+                      verifier_factory="tests.test_grpo:LateCheater", verdict_cache_entries=0)
     result = train_grpo(cfg)
     (row,) = [r for r in result.log_history if "proof/cheat_rate" in r]
     assert row["proof/cheat_rate"] == 0.5 and row["proof/cheat/admitted"] == 0.5
@@ -151,7 +155,7 @@ def test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval(tmp_path, tau
 
 def test_a_crashing_verifier_gives_none_rewards_and_training_goes_on(tmp_path, taught_model, tiny_suite):
     cfg = grpo_config(tmp_path, taught_model, tiny_suite, max_steps=1,
-                      verifier_factory="tests.test_grpo:FlakyVerifier")
+                      verifier_factory="tests.test_grpo:FlakyVerifier", verdict_cache_entries=0)
     result = train_grpo(cfg)
     assert result.global_step == 1
     (row,) = [r for r in result.log_history if "verifier/harness_failures" in r]

@@ -159,7 +159,7 @@ def _start_cli_server(checkpoint: Path, *extra: str):
     line = proc.stdout.readline()  # "serving tiny on http://127.0.0.1:PORT/v1 (...)"
     if "http://" not in line:
         proc.kill()
-        raise AssertionError(f"serve-model did not start: {line!r} {proc.stderr.read()[-2000:]}")
+        raise AssertionError(f"serve-model did not start: {line!r} {proc.communicate(timeout=30)[1][-2000:]}")
     return proc, line.split()[3]
 
 
@@ -192,7 +192,7 @@ def test_eval_openai_agent_against_serve_model_counts_verdicts_and_cheats(checkp
         assert sum(r["attempts"][0]["retries"] for r in rows) == 1  # the one 429 was retried
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # waits, and closes the server's pipes (a ResourceWarning fails the test)
 
 
 @pytest.mark.prover

@@ -71,6 +71,11 @@ class ProofgymArguments:
                                         "instead of the system's own (tests, custom provers)."})
     verifier_engine: str = field(
         default="local", metadata={"help": "Verifier pool engine: `local` (processes here) or `ray` (a Ray cluster)."})
+    verdict_cache_entries: int = field(
+        default=20_000,
+        metadata={"help": "Entries of the pool's verdict cache: an identical (task, proof) in a group is checked once "
+                          "(0: off, every completion is checked; for a verifier whose answer is not a pure function "
+                          "of the task and proof)."})
     audit: str | None = field(
         default=None,
         metadata={"help": "The independent re-check of OK verdicts (Coq: coqc+coqchk; Dafny: its CLI), for "
@@ -389,7 +394,8 @@ def make_pool(cfg: Any) -> Any:
 
     system_kwargs = audit_options(cfg.audit)
     extra = {"verifier_factory": cfg.verifier_factory} if cfg.verifier_factory else {}
-    return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs, **extra)
+    return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs,
+                verdict_cache=cfg.verdict_cache_entries, **extra)
 
 
 @dataclass
