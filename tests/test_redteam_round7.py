@@ -38,6 +38,7 @@ import pytest
 
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from tests.test_dafny_redteam import SUM_CTX, SUM_IMPL, SUM_STMT
 
 ADD_0 = "Lemma t (n : nat) : n + 0 = n."
 ADD_0_FORALL = "Lemma t : forall n : nat, n + 0 = n."
@@ -197,22 +198,8 @@ def test_export_unset_guard_checking_is_cheating_on_the_real_coq(coq):
 # whose name the program declares again (changed, moved into a module, a class member, a constructor, a type) is
 # still CHEATING, and so is every other cheat next to a left-out declaration.
 
-SUM_CTX = "function Sum(s: seq<int>): int\n{\n  if |s| == 0 then 0 else Sum(s[..|s| - 1]) + s[|s| - 1]\n}\n"
-SUM_STMT = "method ArraySum(a: array<int>) returns (s: int)\n  ensures s == Sum(a[..])\n"
-SUM_BODY = """{
-  s := 0;
-  var i := 0;
-  while i < a.Length
-    invariant 0 <= i <= a.Length
-    invariant s == Sum(a[..i])
-  {
-    assert a[..i + 1][..i] == a[..i];
-    s := s + a[i];
-    i := i + 1;
-  }
-  assert a[..a.Length] == a[..];
-}
-"""
+# The array-sum program of test_dafny_redteam, its context and statement as they are there.
+SUM_BODY = SUM_IMPL[len(SUM_STMT):]
 ABS_STMT = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x || y == -x\n"
 ABS_BODY = "{\n  if x < 0 {\n    y := -x;\n  } else {\n    y := x;\n  }\n}\n"
 HELPER_CTX = "lemma Helper(x: int)\n  ensures x + 0 == x\n{\n}\n"
