@@ -96,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_eval:
         for run_dir in args.from_eval:
             config = Path(run_dir) / "config.json"  # the strategy's options (sim, fix) are in the run's config
-            options = json.loads(config.read_text(encoding="utf-8")).get("config", {}).get(
-                "strategy_options") or {} if config.is_file() else {}
+            options: dict = {}
+            if config.is_file():
+                options = json.loads(config.read_text(encoding="utf-8")).get("config", {}).get("strategy_options") or {}
             for row in eval_rows(json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8")), options):
                 print(row)
         return 0

@@ -217,10 +217,17 @@ def _dafny_tasks():
     }
 
 
-def _dafny_check(task: str, program: str):
-    from tests.test_dafny_common import dafny_verifier
+def _dafny(task: Task, program: str):
+    """The audited Dafny verifier's result for ``program`` on ``task`` (skips where Dafny is not installed)."""
+    from tests.test_dafny_common import dafny_verifier, have_dafny
 
-    return dafny_verifier("always").check(_dafny_tasks()[task], program)
+    if not have_dafny():
+        pytest.skip("Dafny is not installed")
+    return dafny_verifier("always").check(task, program)
+
+
+def _dafny_check(task: str, program: str):
+    return _dafny(_dafny_tasks()[task], program)
 
 
 LEFT_OUT = {
@@ -236,10 +243,6 @@ LEFT_OUT = {
 @pytest.mark.parametrize(("task", "program"), list(LEFT_OUT.values()), ids=list(LEFT_OUT))
 def test_a_program_without_the_context_is_error_with_feedback(task: str, program: str):
     """Fairness hole (fixed): was CHEATING ('context declaration ... is missing or changed')."""
-    from tests.test_dafny_common import have_dafny
-
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
     result = _dafny_check(task, program)
     assert result.verdict is Verdict.ERROR, result
     assert "leaves out the task's declaration" in result.reasons[0] and "copy it unchanged" in result.reasons[0]
@@ -267,10 +270,6 @@ LEFT_OUT_CHEATS = {
 @pytest.mark.prover
 @pytest.mark.parametrize(("task", "program"), list(LEFT_OUT_CHEATS.values()), ids=list(LEFT_OUT_CHEATS))
 def test_a_cheat_next_to_a_left_out_context_is_still_cheating(task: str, program: str):
-    from tests.test_dafny_common import have_dafny
-
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
     result = _dafny_check(task, program)
     assert result.verdict is Verdict.CHEATING, result
 
@@ -339,11 +338,7 @@ HONEST_CLAUSES = {
 @pytest.mark.parametrize("program", list(HONEST_CLAUSES.values()), ids=list(HONEST_CLAUSES))
 def test_the_same_contract_written_another_way_is_ok(program: str):
     """Fairness hole (fixed): was CHEATING ('Abs: ensures changed from the statement')."""
-    from tests.test_dafny_common import dafny_verifier, have_dafny
-
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
-    result = dafny_verifier("always").check(_abs_task(), program)
+    result = _dafny(_abs_task(), program)
     assert result.verdict is Verdict.OK and result.audited, result
 
 
@@ -365,11 +360,7 @@ CLAUSE_CHEATS = {
 @pytest.mark.prover
 @pytest.mark.parametrize(("task", "program"), list(CLAUSE_CHEATS.values()), ids=list(CLAUSE_CHEATS))
 def test_a_changed_contract_is_still_cheating(task: str, program: str):
-    from tests.test_dafny_common import dafny_verifier, have_dafny
-
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
-    result = dafny_verifier("always").check(_abs_task() if task == "abs" else _false_task(), program)
+    result = _dafny(_abs_task() if task == "abs" else _false_task(), program)
     assert result.verdict is Verdict.CHEATING, result
 
 
@@ -454,11 +445,7 @@ HONEST_DAFNY = {
 @pytest.mark.prover
 @pytest.mark.parametrize("program", list(HONEST_DAFNY.values()), ids=list(HONEST_DAFNY))
 def test_pinned_honest_dafny_programs_are_ok(program: str):
-    from tests.test_dafny_common import dafny_verifier, have_dafny
-
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
-    result = dafny_verifier("always").check(_abs_task(), program)
+    result = _dafny(_abs_task(), program)
     assert result.verdict is Verdict.OK, result
 
 
@@ -480,11 +467,9 @@ POINT_STMT = "method Origin() returns (p: Point)\n  ensures p.x == 0 && p.y == 0
 
 
 def _lamp_check(program: str, context: str = COLOR_CTX, statement: str = LAMP_STMT + "}\n"):
-    from tests.test_dafny_common import dafny_verifier, dtask, have_dafny
+    from tests.test_dafny_common import dtask
 
-    if not have_dafny():
-        pytest.skip("Dafny is not installed")
-    return dafny_verifier("always").check(dtask("rt7.lamp", statement, context=context), program)
+    return _dafny(dtask("rt7.lamp", statement, context=context), program)
 
 
 SHADOWS = {

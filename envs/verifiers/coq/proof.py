@@ -263,18 +263,28 @@ def _statement_key(code: str) -> tuple[str, tuple[str, ...]] | None:
 _OPEN_CLOSE = {"(": ")", "{": "}", "[": "]"}
 
 
+def _before_colon(tokens: tuple[str, ...]) -> tuple[int, list[tuple[str, ...]]] | None:
+    """Where a statement's top-level colon is and the binder groups before it; None when there is no colon or the
+    binders are not plain."""
+    colon = _top_level(tokens, ":")
+    if colon is None:
+        return None
+    groups: list[tuple[str, ...]] = []
+    if not _binders(tokens[:colon], groups, bare_typed=False):
+        return None
+    return colon, groups
+
+
 def _canonical_statement(tokens: tuple[str, ...]) -> tuple[str, ...]:
     """``(n : nat) (m : nat) : T``, ``: forall n m : nat, T`` and ``: forall (n : nat), forall m : nat, T``
     all become ``forall ( n : nat ) ( m : nat ) , T``: the same statement written another way.
 
     Only binder syntax is rewritten; anything this does not parse stays as written.
     """
-    colon = _top_level(tokens, ":")
-    if colon is None:
+    split = _before_colon(tokens)
+    if split is None:
         return tokens
-    groups: list[tuple[str, ...]] = []
-    if not _binders(tokens[:colon], groups, bare_typed=False):
-        return tokens
+    colon, groups = split
     body = tokens[colon + 1:]
     while body[:1] == ("forall",):
         comma = _top_level(body, ",")
@@ -292,14 +302,8 @@ def _colon_binders(code: str) -> list[str] | None:
     m = STATEMENT_RE.match(code)
     if not m:
         return None
-    tokens = _sentence_key(code[m.end():])
-    colon = _top_level(tokens, ":")
-    if colon is None:
-        return None
-    groups: list[tuple[str, ...]] = []
-    if not _binders(tokens[:colon], groups, bare_typed=False):
-        return None
-    return [g[1] for g in groups]
+    split = _before_colon(_sentence_key(code[m.end():]))
+    return None if split is None else [g[1] for g in split[1]]
 
 
 def _binder_bridge(restated: str, statement: str) -> str:
