@@ -33,7 +33,12 @@ from typing import Any
 from proofgym.envs.systems import SPECS
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
-_FENCE_RE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*$", re.M)
+#: A Markdown fence: a line that starts with one (``` ```coq ```, ``~~~``), or one that ends a line after text
+#: (``Sure: ```coq``, ``Qed.```​``): models open and close fences mid-line, and a fence read as text made the
+#: whole reply one empty block (an honest proof scored 0). A run of backquotes inside code (``idtac "```".``)
+#: is neither: it is not at a line's start nor at its end.
+_FENCE_RE = re.compile(r"^[ \t]*(?P<line>```+|~~~+)[ \t]*(?P<line_tag>[\w+#.-]*)[^\n]*$"
+                       r"|(?<=[ \t:.,;!?)])(?P<end>```+|~~~+)(?P<end_tag>[\w+#.-]*)[ \t]*$", re.M)
 
 _TRANSLATE = str.maketrans({
     "\u00a0": " ", "\u2007": " ", "\u202f": " ", "\u2000": " ", "\u2001": " ", "\u2002": " ", "\u2003": " ",
@@ -66,8 +71,16 @@ def normalize_unicode(text: str) -> str:
 
 
 def last_code_block(text: str) -> tuple[str, bool, bool]:
-    """The content of the last fenced block: ``(content, found, terminated)``."""
-    fences = list(_FENCE_RE.finditer(text))
+    """The content of the last fenced block: ``(content, found, terminated)``.
+
+    The one fence rule of every prover and every way in (the reply parser, ``proofgym check``, ``env.step``,
+    the service): fences pair in order, a closer being a later bare fence of the same character at least as
+    long as its opener; a lone last opener (a reply cut at the token limit) opens an unterminated block. Where
+    that lone last fence is bare and nothing follows it, it closes a block that had no opener
+    (``Proof. auto. Qed.\\n```\\n``): the last non-blank text between fences is the code.
+    """
+    fences = [(m.start(), m.end(), m.group("line") or m.group("end"), m.group("line_tag") or m.group("end_tag") or "")
+              for m in _FENCE_RE.finditer(text)]
     if not fences:
         return text, False, True
     # Pair fences in order: opener, closer, opener, closer... A lone last opener is unterminated.
@@ -76,17 +89,22 @@ def last_code_block(text: str) -> tuple[str, bool, bool]:
     blocks: list[tuple[int, int | None]] = []
     i = 0
     while i < len(fences):
-        opener = fences[i]
-        j = next((k for k in range(i + 1, len(fences)) if fences[k].group(1)[0] == opener.group(1)[0]
-                  and len(fences[k].group(1)) >= len(opener.group(1)) and not fences[k].group(2)), None)
+        _, opener_end, run, tag = fences[i]
+        j = next((k for k in range(i + 1, len(fences)) if fences[k][2][0] == run[0]
+                  and len(fences[k][2]) >= len(run) and not fences[k][3]), None)
         if j is None:
-            blocks.append((opener.end(), None))
+            blocks.append((opener_end, None))
             break
-        blocks.append((opener.end(), fences[j].start()))
+        blocks.append((opener_end, fences[j][0]))
         i = j + 1
     start, end = blocks[-1]
     body = text[start:end] if end is not None else text[start:]
-    return body.removeprefix("\n"), True, end is not None
+    if body.strip() or end is not None or tag:  # a block, if empty: the model fenced nothing
+        return body.removeprefix("\n"), True, end is not None
+    edges = [0, *(edge for fence in fences for edge in fence[:2]), len(text)]
+    pieces = (text[edges[k]:edges[k + 1]] for k in range(len(edges) - 2, -1, -2))
+    last = next((piece for piece in pieces if piece.strip()), "")
+    return last.removeprefix("\n"), True, bool(last) or end is not None
 
 
 def _strip_statement(code: str, statement: str) -> tuple[str, bool]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierCrashed, VerifierError
+from proofgym.envs.parsing import last_code_block
 from proofgym.envs.systems import SPECS, wired_systems
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 
@@ -39,6 +40,9 @@ class Verifier(Protocol):
 
 
 _V = TypeVar("_V", bound="ProverVerifier")
+
+#: The note a result carries when its submission came inside a Markdown fence (the fence is not the proof).
+FENCE_NOTE = "proofgym: took the last fenced code block of the submission"
 
 #: The audit policies every prover's config takes (``audit``): an independent re-check of an OK.
 AUDIT_MODES = ("always", "sample", "never")
@@ -162,9 +166,17 @@ class ProverVerifier(abc.ABC):
     def _screen_and_check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         try:
             text = validate_submission(proof)
+            code, fenced, _ = last_code_block(text)
+            if fenced:  # a reply sent as it was written: one fence rule for every prover (envs/parsing.py)
+                if not code.strip():
+                    raise InvalidSubmission("the fenced code block is empty: put the proof inside the fence")
+                text = validate_submission(code)
         except InvalidSubmission as exc:
             return invalid_submission(exc)
-        return self._check(task, text, audit)
+        result = self._check(task, text, audit)
+        if fenced:
+            result = dataclasses.replace(result, messages=(FENCE_NOTE, *result.messages))
+        return result
 
     def _check_task(self, task: Task) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Raise :class:`~proofgym.envs.errors.TaskFormatError` for a task this prover cannot state (hook)."""
