@@ -261,13 +261,14 @@ def test_a_multi_process_run_drops_device_map(monkeypatch):
     assert model_init_kwargs({"device_map": "auto"})["device_map"] == "auto"
 
 
-def test_the_gpu_configs_name_bf16_and_an_attention_implementation_proofgym_now_passes_on():
+def test_the_gpu_configs_name_an_attention_implementation_proofgym_now_passes_on():
     import yaml
 
     for name in ("grpo_gpu.yaml", "sft_gpu.yaml"):
         data = yaml.safe_load((ROOT / "configs" / "train" / name).read_text())
         kwargs = model_init_kwargs(data.get("model_init_kwargs"))
-        assert str(kwargs["dtype"]) == "torch.bfloat16", name
+        # fp32 storage, bf16 autocast: tests/test_train_precision.py says why
+        assert str(kwargs["dtype"]) == "torch.float32", name
         assert kwargs.get("attn_implementation") == "sdpa", name
 
 

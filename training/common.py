@@ -311,6 +311,59 @@ def model_init_kwargs(init_kwargs: dict[str, Any] | str | None) -> dict[str, Any
     return kwargs
 
 
+HALF_PRECISION_REFUSAL = (
+    "model_init_kwargs dtype {dtype} stores the weights being trained in {dtype} with no fp32 master copy "
+    "(no DeepSpeed, no LoRA): at a learning rate of {lr:g} most AdamW updates are smaller than half a {dtype} "
+    "step and round away, so the weights barely move (on CPU, 10 steps at 1e-6 moved 1.9% of bf16 weights against "
+    "99.99% in fp32). Drop dtype from model_init_kwargs (weights load in float32) and keep `bf16: true`: the "
+    "forward and backward passes then run in bf16 autocast over fp32 weights. Half-precision storage is safe "
+    "under DeepSpeed (its optimizer keeps fp32 masters: configs/accelerate/deepspeed_zero2.yaml) or with "
+    "use_peft (the LoRA adapter trains in fp32)")
+
+
+def refuse_half_precision_masters(cfg: Any) -> None:
+    """Refuse a config that loads the trained weights in bf16/fp16 with nothing keeping fp32 masters.
+
+    Mixed precision belongs to autocast (``bf16: true``), not to the stored weights: a bf16 weight
+    has 8 bits of mantissa, so an update below ~0.4% of the weight rounds to nothing. DeepSpeed
+    (fp32 masters in its optimizer) and LoRA (peft keeps adapters in fp32; the frozen base may be
+    half precision) are the two exceptions. ``dtype: auto`` is decided after loading
+    (:func:`keep_fp32_masters`).
+
+    Raises:
+        TrainConfigError: :data:`HALF_PRECISION_REFUSAL`.
+    """
+    import torch
+
+    from proofgym.training.distributed import deepspeed_enabled
+
+    dtype = model_init_kwargs(getattr(cfg, "model_init_kwargs", None))["dtype"]
+    if dtype in (torch.bfloat16, torch.float16) and not getattr(cfg, "use_peft", False) \
+            and not deepspeed_enabled(cfg):
+        raise TrainConfigError(HALF_PRECISION_REFUSAL.format(dtype=str(dtype).removeprefix("torch."),
+                                                             lr=float(getattr(cfg, "learning_rate", 0.0))))
+
+
+def keep_fp32_masters(model: Any, cfg: Any) -> Any:
+    """``model`` with fp32 weights where a half-precision load (``dtype: auto`` of a bf16 checkpoint, a GGUF)
+    would otherwise be trained without masters (see :func:`refuse_half_precision_masters`); else unchanged."""
+    import torch
+
+    from proofgym.training.distributed import deepspeed_enabled
+
+    if getattr(cfg, "use_peft", False) or deepspeed_enabled(cfg):
+        return model
+    half = {p.dtype for p in model.parameters() if p.dtype in (torch.bfloat16, torch.float16)}
+    if not half:
+        return model
+    from proofgym.training.callbacks import announce
+
+    announce(f"the model loaded in {', '.join(sorted(str(d).removeprefix('torch.') for d in half))}: "
+             f"upcast to float32 so that the optimizer's updates do not round away (bf16: true still trains "
+             f"in bf16 autocast)")
+    return model.float()
+
+
 def peft_config(cfg: Any) -> Any:
     """A LoRA config when ``use_peft`` is set, else ``None``."""
     if not cfg.use_peft:
@@ -364,6 +417,7 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
         refuse_zero3_checkpoint_eval(cfg)
     except ValueError as exc:
         raise TrainConfigError(str(exc)) from None
+    refuse_half_precision_masters(cfg)
     model = resolve_model(cfg.model_name_or_path, cache_dir=Path(cfg.output_dir) / ".cache")
     try:
         suite_path = resolve_suite(cfg.suite)
@@ -455,10 +509,13 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     checkpoint; a second one interrupts at once: the model is saved to
     ``<output_dir>/checkpoint-<step>-interrupted`` and :class:`KeyboardInterrupt` propagates.
     """
-    from proofgym.training.callbacks import announce
+    from proofgym.training.callbacks import CheckpointSettingsCallback, announce
+    from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.logging import finish_training_run, finish_wandb
 
     output_dir = Path(cfg.output_dir)
+    settings = checkpoint_settings(cfg)  # every checkpoint carries the prompt it was trained on (issue 27)
+    trainer.add_callback(CheckpointSettingsCallback(settings))
     if interrupt is not None:
         interrupt.install()
     try:
@@ -466,6 +523,8 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     except KeyboardInterrupt:
         path = output_dir / f"checkpoint-{trainer.state.global_step}-interrupted"
         trainer.save_model(str(path))
+        if trainer.is_world_process_zero():
+            write_checkpoint_settings(path, settings)
         announce(f"interrupted: saved the model to {path}")
         finish_wandb()
         raise
@@ -475,6 +534,9 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     interrupted = bool(interrupt is not None and interrupt.requested)
     step = trainer.state.global_step
     final = save_final_model(trainer, output_dir, peft=getattr(cfg, "use_peft", False))
+    if trainer.is_world_process_zero():
+        for folder in {output_dir, final}:
+            write_checkpoint_settings(folder, settings)
     if interrupted:
         announce(f"stopped by Ctrl-C at step {step}; checkpoint in {output_dir / f'checkpoint-{step}'}, "
                f"model in {final}")

@@ -80,6 +80,17 @@ def zero_stage(args: Any = None) -> int:
     return 0
 
 
+def deepspeed_enabled(args: Any = None) -> bool:
+    """Whether this run trains under DeepSpeed (any ZeRO stage, 0 included), read where :func:`zero_stage` reads.
+
+    DeepSpeed's bf16 and fp16 optimizers keep fp32 master weights whatever dtype the model was loaded in, so a
+    half-precision model is safe to train under it (and only under it, or with LoRA's fp32 adapters).
+    """
+    if getattr(args, "deepspeed_plugin", None) is not None or getattr(args, "deepspeed", None):
+        return True
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true", "yes")
+
+
 def _stage_of(config: Any) -> int:
     if isinstance(config, (str, Path)):
         text = str(config)

@@ -38,6 +38,7 @@ from proofgym.envs.types import Task
 from proofgym.training.common import (
     TrainResult,
     checkpoint_evaluator,
+    keep_fp32_masters,
     load_model,
     make_pool,
     parse_config,
@@ -103,6 +104,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
 
     from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce, save_model
     from proofgym.training.data import to_dataset
+    from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.rewards import VerifierReward
     from proofgym.training.rollout import ModelGenerator
     from proofgym.training.sampling import sample_and_check
@@ -114,6 +116,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
+    model = keep_fp32_masters(model, cfg)
     import torch
 
     if not cfg.use_cpu and torch.cuda.is_available():
@@ -173,7 +176,9 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
                 fh.write(json.dumps(metrics) + "\n")
             log_metrics(cfg, metrics)
             if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not interrupt.requested:
-                evaluator.evaluate_checkpoint(save_model(model, tokenizer, round_dir / "model"), round_)
+                saved = save_model(model, tokenizer, round_dir / "model")
+                write_checkpoint_settings(saved, checkpoint_settings(cfg))
+                evaluator.evaluate_checkpoint(saved, round_)
             if interrupt.requested:
                 announce(f"stopped by Ctrl-C after round {round_}")
                 break
@@ -184,6 +189,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     save_model(model, tokenizer, final)
+    write_checkpoint_settings(final, checkpoint_settings(cfg))  # eval's defaults: the prompt trained on
     if evaluator is not None and cfg.checkpoint_eval_at_end and not interrupt.requested:
         evaluator.evaluate_checkpoint(final, len(history))
     wandb_dir = finish_training_run(cfg, final)

@@ -113,7 +113,7 @@ def grpo_config(model: Path, out: Path, *, gpu: bool, steps: int, workers: int) 
                   temperature=1.0, learning_rate=1e-5, seed=0, log_completions=False)
     if gpu:
         return ProofGRPOConfig(**common, use_cpu=False, bf16=True, use_vllm=True, vllm_mode="colocate",
-                               vllm_gpu_memory_utilization=0.3, model_init_kwargs={"dtype": "bfloat16"},
+                               vllm_gpu_memory_utilization=0.3,
                                num_generations=8, per_device_train_batch_size=40, max_completion_length=256)
     return ProofGRPOConfig(**common, use_cpu=True, bf16=False, torch_threads=1, num_generations=2,
                            per_device_train_batch_size=4, max_completion_length=32)

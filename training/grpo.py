@@ -26,6 +26,7 @@ from proofgym.training.common import (
     TrainConfigError,
     TrainResult,
     checkpoint_evaluator,
+    keep_fp32_masters,
     load_model,
     make_pool,
     parse_config,
@@ -65,6 +66,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
+    model = keep_fp32_masters(model, cfg)
     if template is not None:
         tokenizer.chat_template = template
     warm: dict[str, Any] = {}
@@ -136,6 +138,7 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
 
     from proofgym.training.callbacks import MetricsPrinter, announce, save_model
     from proofgym.training.data import sft_rows, to_dataset
+    from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.sft_config import ProofSFTConfig
 
     begin = time.monotonic()
@@ -159,6 +162,7 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
         model = model.merge_and_unload()
     if trainer.is_world_process_zero():
         save_model(model, tokenizer, out)
+        write_checkpoint_settings(out, checkpoint_settings(cfg))  # the warm start was trained on this prompt
     trainer.accelerator.wait_for_everyone()
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
     info = {"path": str(out), "steps": trainer.state.global_step, "loss": losses,

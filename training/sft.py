@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from proofgym.training.common import (
     TrainResult,
     checkpoint_evaluator,
+    keep_fp32_masters,
     load_model,
     parse_config,
     peft_config,
@@ -42,6 +43,7 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
+    model = keep_fp32_masters(model, cfg)
     fix_reentrant_checkpointing(cfg, peft=cfg.use_peft)
     evaluator = checkpoint_evaluator(cfg, prepared)
     interrupt = GracefulInterrupt()
