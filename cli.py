@@ -263,6 +263,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def _eval_config(args: argparse.Namespace):
     from proofgym.envs.errors import ProofgymError
+    from proofgym.training.eval_runs import apply_checkpoint_settings, read_checkpoint_settings
     from proofgym.training.evaluate import EvalConfig, load_config_file
 
     data: dict[str, Any] = load_config_file(args.config) if getattr(args, "config", None) else {}
@@ -275,8 +276,14 @@ def _eval_config(args: argparse.Namespace):
 
         options[key.strip()] = yaml.safe_load(value) if value.strip() else ""
     given = {k: v for k, v in vars(args).items() if k in EvalConfig.__dataclass_fields__ and k != "strategy_options"}
-    cfg = EvalConfig.from_mapping({**data, **given, "strategy_options": options},
-                                  source=args.config or "command line")
+    values = {**data, **given, "strategy_options": options}
+    saved = read_checkpoint_settings(values["model"]) if values.get("agent") in ("local", "hf") \
+        and values.get("model") else None
+    if saved is not None:  # a training run's checkpoint: evaluate it with the prompt and sampling it was trained on
+        values, notes = apply_checkpoint_settings(values, values, saved[0])
+        print(f"proofgym: using the prompt and sampling settings saved with the checkpoint ({saved[1]})"
+              + "".join(f"; {note}" for note in notes), file=sys.stderr)
+    cfg = EvalConfig.from_mapping(values, source=args.config or "command line")
     if not cfg.suite:
         raise ProofgymError("--suite is required (a built suite name such as coq-stdlib, or a .jsonl path)")
     return cfg
@@ -500,6 +507,50 @@ def cmd_train(args: argparse.Namespace) -> int:
     return run(args.algo, args.args)
 
 
+def cmd_redteam(args: argparse.Namespace) -> int:
+    from proofgym.envs.errors import TaskFormatError, VerifierError
+    from proofgym.envs.progress import ProgressBar
+    from proofgym.envs.tasks.redteam import CORPORA, corpus_metrics, load_corpus, run_corpus
+    from proofgym.envs.verifiers.base import make_verifier
+
+    try:
+        cases = load_corpus(args.corpus or args.prover)
+    except (TaskFormatError, LookupError) as exc:
+        return _die(EXIT_BAD_INPUT, str(exc).strip("'\""))
+    if args.side:
+        cases = [case for case in cases if case.side == args.side]
+    systems = sorted({case.task.system for case in cases})
+    missed = []
+    try:
+        with contextlib.ExitStack() as stack:
+            verifiers = {system: stack.enter_context(make_verifier(system)) for system in systems}
+            bar = stack.enter_context(ProgressBar("redteam", total=len(cases), enabled=not args.json))
+
+            def landed(outcome: Any) -> None:
+                bar.advance(description=f"{outcome.case.id}: {outcome.result.verdict.value}")
+                if not outcome.as_expected:
+                    missed.append(outcome)
+
+            results = run_corpus(cases, lambda task, proof: verifiers[task.system].check(task, proof), landed)
+    except VerifierError as exc:
+        return _die(EXIT_VERIFIER, f"{exc} (run `proofgym doctor`)")
+    metrics = corpus_metrics(results)
+    if args.json:
+        rows = [{"id": r.case.id, "side": r.case.side, "construct": r.case.construct,
+                 "expected": r.case.expected.value, "verdict": r.result.verdict.value,
+                 "reasons": list(r.result.reasons)} for r in results]
+        print(json.dumps({"corpus": args.corpus or CORPORA.get(args.prover, args.prover), "metrics": metrics,
+                          "cases": rows}, ensure_ascii=False))
+    else:
+        for name, value in metrics.items():
+            print(f"{name}\t{value:.3f}" if not name.endswith("/cases") else f"{name}\t{value:.0f}")
+        for outcome in missed:
+            print(f"NOT AS EXPECTED  {outcome.case.id} ({outcome.case.construct}): expected "
+                  f"{outcome.case.expected.value}, got {outcome.result.verdict.value}: "
+                  f"{'; '.join(outcome.result.reasons)[:300]}")
+    return EXIT_NOT_OK if missed else 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -710,6 +761,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("algo", choices=["sft", "grpo", "expert-iteration"], help="sft, grpo or expert-iteration")
     p.add_argument("args", nargs=argparse.REMAINDER, help="--config FILE.yaml and --field value overrides")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("redteam", help="run a prover's cheat and fairness corpus; report cheat/* and fair/*",
+                       description="Check every case of a shipped corpus (redteam-coq, redteam-dafny, redteam-hol) "
+                       "on the installed prover: cheats must be refused, honest work with a harmless construct must "
+                       "not be punished. Exit 1 when a case gets another verdict than the one recorded.",
+                       epilog="Examples:\n  proofgym redteam coq\n  proofgym redteam dafny --side fair --json\n"
+                       "  proofgym tasks redteam-coq      # the cases, by id", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("prover", nargs="?", default="coq", choices=["coq", "dafny", "hol_light"],
+                   help="whose corpus (default: coq)")
+    p.add_argument("--corpus", help="a corpus file of your own in the same format instead")
+    p.add_argument("--side", choices=["cheat", "fair"], help="only the cheats, or only the honest cases")
+    p.add_argument("--json", action="store_true", help="one JSON object: metrics and every case's verdict")
+    p.set_defaults(func=cmd_redteam)
 
     p = sub.add_parser("doctor", help="which provers are installed, their versions, and what to install")
     p.set_defaults(func=cmd_doctor)
