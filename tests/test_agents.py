@@ -225,6 +225,16 @@ def test_smollm2_is_a_model_name_for_every_command(monkeypatch):
         hf.resolve_checkpoint("smollm2")
 
 
+@pytest.mark.parametrize("model", ["runs/grpo/checkpoint-8", "./ckpt", "/no/such/model.gguf", "~/gone/"])
+def test_a_missing_checkpoint_path_says_so_not_the_hubs_repo_id_rule(model):
+    from proofgym.agents import hf
+    from proofgym.agents.base import ModelUnavailable
+
+    with pytest.raises(ModelUnavailable, match="no checkpoint at .*no such file or folder"):
+        hf.resolve_checkpoint(model)
+    assert hf.resolve_checkpoint("HuggingFaceTB/SmolLM2-135M") == ("HuggingFaceTB/SmolLM2-135M", None)
+
+
 def test_every_strategy_is_listed_where_users_look():
     from proofgym.agents.strategies import available_strategies
     from proofgym.cli import build_parser

@@ -240,3 +240,34 @@ def test_check_on_a_service_says_it_is_still_waiting(capsys):
             pytest.fail("no heartbeat while waiting")
     with _still_waiting("", every_s=0.01):  # a local check: no heartbeat thread at all
         pass
+
+
+def test_check_of_an_unknown_suite_is_bad_input_with_a_json_answer(tmp_path):
+    proc = run("check", "--suite", "coq-stdlb", "--task-id", "x", "--proof", str(write(tmp_path, "p.v", "auto.")),
+               "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["exit_code"] == 2 and "coq-stdlb" in answer["error"]
+
+
+def test_a_listing_into_a_closed_pipe_ends_quietly():
+    # `proofgym tasks SUITE | head`: the reader went away; a BrokenPipeError traceback helps nobody.
+    script = ("import os, sys\nfrom proofgym.cli import main\nr, w = os.pipe()\nos.close(r)\n"
+              "os.dup2(w, sys.stdout.fileno())\ncode = main(['tasks', 'dafny-nl', '--json'])\n"
+              "sys.stderr.write(f'exit {code}\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().endswith("exit 0"), proc.stderr
+
+
+def test_a_suite_built_into_another_cache_is_named_with_the_variable_to_set(tmp_path, monkeypatch):
+    from proofgym.envs.tasks.suites import SuiteNotFound, resolve_suite
+
+    built = tmp_path / "checkout" / ".cache" / "proofgym" / "suites"
+    built.mkdir(parents=True)
+    (built / "coq-stdlib.jsonl").write_text("")
+    monkeypatch.chdir(tmp_path / "checkout")
+    monkeypatch.setenv("PROOFGYM_CACHE", str(tmp_path / "elsewhere"))
+    with pytest.raises(SuiteNotFound, match=r"a build of it is at .*PROOFGYM_CACHE="):
+        resolve_suite("coq-stdlib")

@@ -57,15 +57,28 @@ def resolve_suite(name_or_path: str | os.PathLike[str]) -> Path:
         if candidate.is_file():
             return candidate
     if text in BUILDABLE_SUITES:
-        raise SuiteNotFound(
-            f"suite {text!r} is not built (looked for {suite_dir() / f'{text}.jsonl'}); "
-            f"run `proofgym build {text}` first, or pass the path of a .jsonl file"
-        )
+        elsewhere = _built_elsewhere(text)
+        hint = (f"; a build of it is at {elsewhere}: use it with PROOFGYM_CACHE={elsewhere.parent.parent} "
+                f"(`make eval` and `make suite` build into the checkout's .cache/proofgym)") if elsewhere else (
+                f"; run `proofgym build {text}` first, or pass the path of a .jsonl file")
+        raise SuiteNotFound(f"suite {text!r} is not built (looked for {suite_dir() / f'{text}.jsonl'}){hint}")
     known = ", ".join(known_suites()) or "none yet"
     raise SuiteNotFound(
         f"no suite named {text!r}. Suites here: {known}; buildable with `proofgym build NAME`: "
         f"{', '.join(BUILDABLE_SUITES)}; or pass the path of a .jsonl file"
     )
+
+
+def _built_elsewhere(name: str) -> Path | None:
+    """A build of suite ``name`` in another cache folder than :func:`suite_dir`: the checkout's ``.cache``
+    (where the Makefile builds), the current folder's, or the home default."""
+    checkout = Path(__file__).resolve().parents[2]
+    for base in (checkout / ".cache" / "proofgym", Path.cwd() / ".cache" / "proofgym",
+                 Path.home() / ".cache" / "proofgym"):
+        candidate = base / "suites" / f"{name}.jsonl"
+        if candidate.is_file() and candidate.parent.resolve() != suite_dir().resolve():
+            return candidate
+    return None
 
 
 def known_suites() -> list[str]:
