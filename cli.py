@@ -280,7 +280,7 @@ def _eval_config(args: argparse.Namespace):
     values = {**data, **given, "strategy_options": options}
     saved = read_checkpoint_settings(values["model"]) if values.get("agent") in ("local", "hf") \
         and values.get("model") else None
-    if False:  # a training run's checkpoint: evaluate it with the prompt and sampling it was trained on
+    if saved is not None:  # a training run's checkpoint: evaluate it with the prompt and sampling it was trained on
         values, notes = apply_checkpoint_settings(values, values, saved[0])
         print(f"proofgym: using the prompt and sampling settings saved with the checkpoint ({saved[1]})"
               + "".join(f"; {note}" for note in notes), file=sys.stderr)

@@ -193,6 +193,24 @@ def save_model(model: Any, processing_class: Any, path: str | Path) -> Path:
     return path
 
 
+class CheckpointSettingsCallback(TrainerCallback):
+    """Write the run's prompt and sampling settings into every ``checkpoint-N`` the trainer saves.
+
+    ``proofgym eval --agent local --model checkpoint-N`` then evaluates it with the prompt it was
+    trained on (:data:`proofgym.training.eval_runs.CHECKPOINT_SETTINGS`).
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        from proofgym.training.eval_runs import write_checkpoint_settings
+
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and path.is_dir():
+            write_checkpoint_settings(path, self.settings)
+
+
 class GracefulInterrupt(TrainerCallback):
     """First Ctrl-C: save a checkpoint at the end of the current step and stop. Second: interrupt now."""
 
