@@ -68,7 +68,7 @@ def test_a_query_inside_a_proof_is_dropped_never_sent(query: str):
     """Fairness hole (fixed): a query inside an honest proof was CHEATING ('vernacular command')."""
     normalized = normalize_proof(f"Proof. {query} {IND} Qed.", ADD_0)
     assert normalized.sentences == ("Proof.", f"({IND[:-1]}).", "Qed.")
-    assert any("dropped the query" in n for n in normalized.notes)
+    assert any("a query" in n for n in normalized.notes)
 
 
 @pytest.mark.parametrize(("prefix", "sent"), [("Time", f"({IND[:-1]})."), ("Info 1", f"({IND[:-1]})."),
@@ -88,13 +88,19 @@ def test_fail_and_succeed_sentences_are_dropped(prefix: str):
 
 @pytest.mark.parametrize("proof", ["Proof. Time Admitted.", "Proof. Fail Admitted.", "Proof. Timeout 1 Admitted.",
                                    "Proof. Succeed Admitted. Qed.", "Proof. Fail admit. Qed.",
-                                   "Proof. Time Unset Guard Checking. Qed.", "Proof. Locate File \"x\". Qed.",
+                                   "Proof. Time Unset Guard Checking. Qed.",
                                    "Proof. Timeout 1 Redirect \"x\" Print nat. Qed.", "Proof. Time Abort. Admitted.",
-                                   "Proof. Show. Admitted.", "Proof. Time Definition x := 1. Qed."])
+                                   "Proof. Show. Admitted.", "Proof. Locate File \"x\". Admitted."])
 def test_what_follows_a_prefix_or_a_query_is_still_judged(proof: str):
-    """The other side: a prefix never hides a hole, an ending or a command, and ``Locate File`` (it asks the file
-    system) is not a dropped query."""
+    """The other side: a prefix never hides a hole, an ending or a command."""
     assert _rejected(proof)[0] == "CHEATING"
+
+
+def test_a_prefixed_helper_is_error_and_locate_file_is_a_dropped_query():
+    """Issue 26: ``Time Definition`` adds a helper (ERROR, as without the prefix), and ``Locate File`` is a query
+    like the others: never sent, so it asks the file system nothing (it was CHEATING)."""
+    assert _rejected("Proof. Time Definition x := 1. Qed.")[0] == "ERROR"
+    assert normalize_proof(f"Proof. Locate File \"x\". {IND} Qed.", ADD_0).sentences == ("Proof.", f"({IND[:-1]}).", "Qed.")
 
 
 def test_unicode_logic_is_written_in_ascii_unless_the_task_uses_it():

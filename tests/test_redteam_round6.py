@@ -91,7 +91,7 @@ def test_abort_gives_up_it_is_fail_not_cheating(proof: str):
                                    "Proof. Abort. Lemma t (n : nat) : n + 0 = S n. Proof. reflexivity. Qed.",
                                    "Proof. Abort. Theorem t (n:nat) : n + 0 = n. Proof. admit. Qed.",
                                    "Proof. Save t. Admitted.", "Proof. Focus 1. Admitted.",
-                                   "Proof. Unfocus. Unset Guard Checking. Qed.", "Proof. 2: Focus. Qed."])
+                                   "Proof. Unfocus. Unset Guard Checking. Qed.", "Proof. 2: Focus. Admitted."])
 def test_a_cheat_around_save_focus_or_abort_is_still_cheating(proof: str):
     """The other side: giving up never hides a cheat before or after it, and neither does a closer or a focus."""
     assert _rejected(proof).verdict == "CHEATING"

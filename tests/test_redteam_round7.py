@@ -394,13 +394,24 @@ def test_a_leak_behind_a_named_abstract_is_cheating(coq, proof: str):
     ("Proof. Local Unset Guard Checking. Qed.", "CHEATING"),
     ('Proof. Add LoadPath "/tmp" as X. Qed.', "CHEATING"),
     ("Proof. Register t as core.True.type. Qed.", "CHEATING"),
-    ("Proof. Strategy expand [plus]. Qed.", "CHEATING"),
-    ("Proof. Test Guard Checking. Qed.", "CHEATING"),
-    ('Proof. Locate File "x". Qed.', "CHEATING"),
-    ("Proof. Grab Existential Variables. Qed.", "CHEATING"),  # not a Coq 8.16 command at all
+    ("Proof. Strategy expand [plus]. Admitted.", "CHEATING"),
+    ("Proof. Test Guard Checking. Admitted.", "CHEATING"),
+    ('Proof. Locate File "x". Admitted.', "CHEATING"),
+    ("Proof. Grab Existential Variables. Qed.", "ERROR"),  # not a Coq 8.16 command at all: unlisted (issue 26)
+    ("Proof. 2: Focus. Qed.", "ERROR"),  # a focus under a selector does not parse; it proves nothing (issue 26)
 ])
 def test_pinned_coq_refusals(proof: str, verdict: str):
     assert _rejected(proof).verdict == verdict
+
+
+@pytest.mark.parametrize("command", ["Strategy expand [plus].", "Test Guard Checking.", 'Locate File "x".'])
+def test_a_setting_or_query_inside_a_proof_is_dropped(command: str):
+    """Issue 26: these were CHEATING; none can make an unproved statement pass (a conversion strategy for tactics, a
+    query that is never sent), so each is dropped with a note and the proof is checked (the cheat beside it stays
+    CHEATING in test_pinned_coq_refusals)."""
+    normalized = normalize_proof(f"Proof. {command} {IND} Qed.", ADD_0)
+    assert normalized.sentences == ("Proof.", f"({IND[:-1]}).", "Qed.")
+    assert any("dropped" in n and command in n for n in normalized.notes)
 
 
 HONEST_SF_STYLE = {

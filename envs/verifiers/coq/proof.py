@@ -11,15 +11,17 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
 * the task's statement repeated (any whitespace, ``Theorem`` for ``Lemma``, even
   another name): dropped. A *different* statement: ``ERROR`` saying what to change;
 * ``Require [Import|Export] L``/``From R Require ...``: handed to the verifier as
-  :attr:`NormalizedProof.requires`. It may only name libraries the context already
-  loads (then it is dropped and ``Import`` runs inside the proof); anything else is
-  ``ERROR``, because loading a library could bring an axiom or the original lemma;
+  :attr:`NormalizedProof.requires`, which judges it by what it brings: a library the
+  context loads is dropped (its ``Import`` runs inside the proof), any other installed
+  library is loaded right after the opener, after the statement; its axioms then show in
+  ``Print Assumptions`` and the original lemma in the leak check. No library: ``ERROR``;
 * ``Import M``/``Export M`` and ``Open Scope``: run after ``Proof.`` instead, where
   they cannot change the statement;
-* a copy of a sentence of the task's context, prose, queries, harmless options
-  (``Set Implicit Arguments.``): dropped;
-* axioms, holes, checker-changing options, notations: ``CHEATING``; helper
-  definitions and lemmas: ``ERROR`` (the proof may only use the context).
+* a copy of a sentence of the task's context, prose: dropped;
+* any other command has the class :mod:`.classes` gives it, the same wherever it stands:
+  CHEATING (axioms, holes, checker-changing options, notations, file I/O), HARMLESS
+  (queries, display and tactic options, hints: dropped with a note) or ERROR (helper
+  definitions and lemmas: the proof may only use the context; anything unlisted).
 
 **The proof**, where every sentence must be one of:
 
@@ -32,8 +34,7 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
   parser must agree with our cut: a sentence that Coq would end earlier leaves an
   unbalanced parenthesis and fails to parse;
 * ``Import M``/``Export M`` (it loads nothing, and the statement is already elaborated),
-  and ``Require`` of a library the context loads (an ``Import`` where it stood; any other
-  library is ``CHEATING``: it would change the environment the proof is checked in);
+  and ``Require`` (resolved by the verifier where it stood, as before the proof);
 * ``Qed.`` or ``Defined.`` (last only; its period may be missing at the very end). A
   bare tactic script gets ``Qed.`` appended. ``Save name.`` (the old closer: ``Qed`` under
   another name) is ``Qed.``; the verifier names the lemma itself;
@@ -46,15 +47,16 @@ slip there is normalised, and only an attempt to cheat is ``CHEATING``:
 ``Abort`` gives the proof up: it is ``FAIL`` (nothing is proved, and nothing runs), never
 ``OK`` and not ``CHEATING``, since it claims nothing; a cheat around it still is.
 
-Anything else is a vernacular command and the submission is ``CHEATING``:
-``Admitted``, ``Unset Guard Checking``, ``Declare ML Module``,
-``Redirect``, nested definitions... except English that merely starts with a command
-word or says "admit" ("Proposition add_0_r takes the argument..."): ``ERROR``, and it is
-not sent to Coq.
+Any other vernacular command is judged by its class in :mod:`.classes` and never sent:
+CHEATING (``Admitted``, ``Declare ML Module``, ``Redirect``, ``Load``, notations...),
+HARMLESS and dropped with a note (queries such as ``Locate``/``Check``/``Show``, hints,
+``Arguments``, ``Opaque``), or ERROR (helper definitions, ``Ltac``, ``Undo``, anything
+unlisted). English that merely starts with a command word or says "admit" ("Proposition
+add_0_r takes the argument..."): ``ERROR``, and it is not sent to Coq.
 
-**After the proof**: prose, a stuttered ``Qed.`` and a second copy of the lemma are
-dropped (none of it is ever sent to Coq either); Coq commands there (a restart,
-``Admitted``, a new lemma) are ``CHEATING`` as before.
+**After the proof**: prose, a stuttered ``Qed.``, a second copy of the lemma and HARMLESS
+commands are dropped (none of it is ever sent to Coq either); a restart, a new lemma and
+CHEATING commands (``Admitted``) are ``CHEATING``; helper definitions are ``ERROR``.
 
 Before any of this, a reply pasted as it came gets the reply parser's rules: the last
 fenced code block, ASCII for typographic look-alikes, no Markdown emphasis around a line.
@@ -68,6 +70,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from proofgym.envs.types import ErrorCategory
+from proofgym.envs.verifiers.coq.classes import (
+    HELPER_WHY,
+    CommandClass,
+    Rule,
+    classify_command,
+    option_class,
+    unlisted,
+)
 from proofgym.envs.verifiers.coq.lexer import (
     CoqLexError,
     Sentence,
@@ -127,19 +137,6 @@ _FENCE_LINE_RE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 _FENCE_SPLIT_RE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*$", re.M)
 _BLOCK_RE = re.compile(r"^(?:Section|Module(?:\s+Type)?)\s+[A-Za-z_][\w']*")
 
-# Commands that can only be Coq (no English sentence starts with them) and that, before or
-# after a proof, can only mean an attempt to assume, redefine or switch a check off.
-_CHEAT_WORDS = frozenset("""
-    Admitted Abort Admit Declare Redirect Load Drop Comments Notation Infix Reserved Delimit Undelimit
-    Arguments Opaque Transparent Typeclasses Canonical Coercion Obligation Obligations Existential Extraction
-    Undo BackTo Restart Reset Universe Universes Constraint Primitive Register Strategy Succeed Fail Timeout
-    Unshelve Guarded
-""".split())
-# Queries inside a proof (``Show.``, ``Check t.``, ``Search _ + 0.``): they change nothing, so they are dropped,
-# never sent (``Locate`` is left out: ``Locate File`` asks the file system).
-_QUERY_WORDS = frozenset("""
-    Show Check Search SearchPattern SearchRewrite SearchHead SearchAbout Print About Compute Eval Guarded
-""".split())
 # Control prefixes of a sentence inside a proof: ``Time``/``Info n`` only report, ``Fail``/``Succeed`` leave the
 # proof state as it was, ``Timeout n`` is the tactic ``timeout n``. What follows the prefix is judged as itself.
 _CONTROL_RE = re.compile(r"^(Time|Fail|Succeed|Info\s+\d+|Timeout\s+\d+)\s+(?=\S)")
@@ -149,10 +146,14 @@ _CONTROL_RE = re.compile(r"^(Time|Fail|Succeed|Info\s+\d+|Timeout\s+\d+)\s+(?=\S
 _UTF8_LOGIC = {"\u2200": " forall ", "\u2203": " exists ", "\u2192": " -> ", "\u2194": " <-> ",
                "\u2227": " /\\ ", "\u2228": " \\/ ", "\u00ac": " ~ ", "\u2260": " <> "}
 _UTF8_LOGIC_RE = re.compile("|".join(_UTF8_LOGIC))
-# Commands that add a helper: honest, but a proof may only use what the task's context defines.
-_HELPER_WORDS = frozenset("""
-    Definition Fixpoint CoFixpoint Inductive CoInductive Record Structure Class Variant Instance Existing
-    Ltac Ltac2 Function Functional Scheme Derive Hint Tactic Section Module Include Equations
+# Attributes that only say where a declaration is visible: a command under them is judged as itself.
+_LOCALITY_ATTRS_RE = re.compile(r"^(?:#\[\s*(?:local|global|export)\s*\]\s*)+(?=[A-Z])")
+# Commands the normaliser rewrites or places itself (see the module docstring), never judged by the table: one
+# that does not have the form its rule reads is prose outside the proof and ERROR inside it.
+_STRUCTURAL = frozenset(f"""
+    Proof Qed Defined Save Abort Goal End Import Export Require From Set Unset Open Close Focus Unfocus Unfocused
+    Unshelve Time Fail Succeed Timeout Info Local Global Polymorphic Monomorphic Program
+    {_THEOREM_KEYWORDS.replace("|", " ")}
 """.split())
 
 
@@ -206,6 +207,7 @@ class NormalizedProof:
     uses_vm: bool
     requires: tuple[LibraryRequest, ...] = ()
     notes: tuple[str, ...] = ()
+    loads: tuple[str, ...] = ()  # libraries (full names) the proof loads itself with a Require
 
     @property
     def text(self) -> str:
@@ -216,17 +218,26 @@ class NormalizedProof:
         ``requires[i]`` imports, each imported where that ``Require`` stood (one written before
         the proof: right after the opener). ``notes`` say what was dropped.
 
-        Only for libraries that are already loaded: ``Import`` loads nothing, and inside the
+        For libraries that are already loaded: ``Import`` loads nothing, and inside the
         proof it cannot change the statement, which Coq elaborated before it.
         """
+        return self.with_library_sentences([[f"Import {m}." for m in mods] for mods in modules], notes)
+
+    def with_library_sentences(self, sentences_per_request: list[list[str]], notes: list[str],
+                               loads: tuple[str, ...] = ()) -> NormalizedProof:
+        """The proof with ``requires`` resolved into the verifier's own sentences (``Import M.``, or ``Require
+        Import M.`` of a library the context does not load), each where its ``Require`` stood (one written before
+        the proof: right after the opener, so after the statement, which Coq elaborated before it). ``loads``
+        are the libraries the proof itself loads: the integrity checks must look at what they bring."""
         sentences = list(self.sentences)
         opener = 1 if sentences and sentences[0].startswith("Proof") else 0
         # From the last position back, so that earlier positions stay valid.
         order = sorted(range(len(self.requires)), key=lambda i: (self.requires[i].at, i), reverse=True)
         for i in order:
             at = self.requires[i].at if self.requires[i].at >= 0 else opener
-            sentences[at:at] = [f"Import {m}." for m in modules[i]]
-        return NormalizedProof(tuple(sentences), self.identifiers, self.uses_vm, (), (*self.notes, *notes))
+            sentences[at:at] = sentences_per_request[i]
+        return NormalizedProof(tuple(sentences), self.identifiers, self.uses_vm, (), (*self.notes, *notes),
+                               (*self.loads, *loads))
 
 
 def _strip_strings(code: str) -> str:
@@ -323,12 +334,6 @@ def _binder_bridge(restated: str, statement: str) -> str:
     return ""
 
 
-def _kernel_option(name: str) -> bool:
-    """Whether the option ``name`` (of ``Set``/``Unset``) changes what the kernel accepts: guard, positivity and
-    universe checking, and ``Definitional UIP`` (a conversion rule: its own README row, a checker change)."""
-    return any(w in name for w in ("Checking", "Guard", "Positivity", "UIP"))
-
-
 def _top_level(tokens: tuple[str, ...], wanted: str) -> int | None:
     depth = 0
     for i, t in enumerate(tokens):
@@ -394,49 +399,67 @@ def _context_keys(context: str) -> frozenset[tuple[str, ...]]:
         return frozenset()
 
 
-def _cheat_word(code: str) -> str:
-    """The Coq-only command word that starts ``code`` (after attributes and locality), or ""."""
-    body = re.sub(rf"^{_PREFIXES}", "", code)
-    first = _first_word(body)
-    if first in _CHEAT_WORDS:
-        return first
-    return ""
+def command_rule(code: str) -> Rule | None:
+    """The class of the Coq command ``code`` (:mod:`.classes`), or None when ``code`` is not a command.
+
+    Locality attributes (``#[local] Hint ...``) leave the command what it is; any other attribute
+    (``#[bypass_check(guard)]``) is CHEATING wherever it stands.
+    """
+    unattributed = _LOCALITY_ATTRS_RE.sub("", code)
+    if unattributed.startswith("#"):
+        return Rule("#[...]", CommandClass.CHEATING, "attributes are not allowed (one can switch a kernel check "
+                                                     "off: `#[bypass_check(guard)]`)")
+    rule = classify_command(unattributed)
+    if rule is not None:
+        return rule
+    first = _first_word(re.sub(rf"^{_PREFIXES}", "", unattributed))
+    if first and first[0].isupper() and first in VERNACULAR and first not in _STRUCTURAL:
+        return unlisted(first)
+    return None
 
 
 def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str]) -> str:
-    """What a sentence before or after the proof is: "context", "cheat:<why>", "helper", "code" or "prose".
+    """What a sentence before or after the proof is: "context", "cheat:<why>", "harmless:<note>",
+    "error:<what to change>", "helper", "code" or "prose".
 
     Only what is clearly Coq is classified; English (or anything else) is "prose". Nothing
     outside the proof is sent to Coq, so a misread sentence costs fairness, never soundness:
-    the rules err towards prose.
+    the rules err towards prose. A command has the class :mod:`.classes` gives it, as inside the proof.
     """
     if _sentence_key(code) in context_keys:
         return "context"
+    code, _ = _control_prefixes(code)  # ``Time``/``Fail``/``Timeout n``: what follows is judged as itself
     first = _first_word(code)
     if first in HOLE_TACTICS:
         return f"cheat:hole tactic ({first}) leaves the goal unproved"
     if m := _CHEAT_END_RE.match(code):
         return f"cheat:{m.group(1)} ends the proof without proving it"
-    if code.startswith("#[") and not STATEMENT_RE.match(code):
-        return "cheat:attributes are not allowed"
     if _ASSUME_RE.match(code):
         return f"cheat:{_short(code)} assumes what the task does not give"
     if m := _OPTION_RE.match(code):
-        if _kernel_option(m.group(2)):
-            return f"cheat:{m.group(1)} {m.group(2)} switches a kernel check off"
-        return "code"
-    if word := _cheat_word(code):
-        return f"cheat:vernacular command {word!r} is not allowed"
+        option = option_class(m.group(2))
+        if option.cls is CommandClass.CHEATING:
+            return f"cheat:{m.group(1)} {m.group(2)} {option.why}"
+        return f"harmless:the option `{_short(code)}`"
     if m := _END_BLOCK_RE.match(code):
         return "context" if m.group(1) in open_names else "code"
-    body = re.sub(rf"^{_PREFIXES}", "", code)
-    if _first_word(body) in _HELPER_WORDS or _LET_RE.match(body) or _BLOCK_RE.match(body):
-        return "helper"
     if (_RESTATEMENT_RE.match(code) or _END_RE.match(code) or _REQUIRE_LIKE_RE.match(code)
             or _IMPORT_RE.match(code) or _SCOPE_RE.match(code) or _PROOF_RE.match(code)
             or _PROOF_USING_RE.match(code) or _PROOF_WITH_RE.match(code)):
         return "code"
-    return "prose"
+    if code.startswith("#[") and STATEMENT_RE.match(code):
+        return "code"
+    rule = command_rule(code)
+    if rule is None:
+        body = re.sub(rf"^{_PREFIXES}", "", code)
+        return "helper" if _LET_RE.match(body) or _BLOCK_RE.match(body) else "prose"
+    if rule.cls is CommandClass.CHEATING:
+        return f"cheat:{rule.command} {rule.why}"
+    if _reads_as_prose(code):
+        return "prose"  # "Check the base case first.": English that starts with a command word
+    if rule.cls is CommandClass.HARMLESS:
+        return f"harmless:`{_short(code)}` ({rule.why})"
+    return "helper" if rule.why == HELPER_WHY else f"error:`{_short(code)}` {rule.why}"
 
 
 def normalize_proof(proof: str, statement: str = "", context: str = "") -> NormalizedProof:
@@ -561,6 +584,10 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             errors.append(f"`{_short(code)}` before the proof: a submission cannot add definitions, lemmas, "
                           "tactics or sections; the proof may only use what the task's context defines "
                           "(inline a helper with `assert`, `pose` or `ltac:(...)`), so remove it")
+        elif kind.startswith("error:"):
+            errors.append(f"{kind[6:]} (before the proof)")
+        elif kind.startswith("harmless:"):
+            notes.append(f"dropped {kind[9:]} before the proof")
         elif kind == "context":
             notes.append(f"dropped a copy of the context's `{_short(code)}`")
         else:
@@ -655,9 +682,6 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             continue
         selector, body_code = _split_selector(code)
         bfirst = _first_word(body_code)
-        if bfirst in _QUERY_WORDS:
-            notes.append(f"dropped the query `{_short(sentence.code)}` inside the proof (it changes nothing)")
-            continue
         if not selector and (_RESTATEMENT_RE.match(body_code) or _BARE_BINDERS_RE.match(body_code)):
             # A statement inside the proof (a model restating another lemma, or its own in another form):
             # Coq refuses nested proofs, so it cannot get anything accepted; a hole or ending around it
@@ -667,18 +691,28 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
                           "inline a helper with `assert`")
             continue
         if not selector and (m := _OPTION_RE.match(body_code)):
-            if _kernel_option(m.group(2)):
-                cheats.append(f"{m.group(1)} {m.group(2)} switches a kernel check off")
+            option = option_class(m.group(2))
+            if option.cls is CommandClass.CHEATING:
+                cheats.append(f"{m.group(1)} {m.group(2)} {option.why}")
             else:
                 # A display or tactic option (``Set Printing All.``, ``Unset Ltac Backtrace.``) claims nothing: it is
                 # dropped, as before the proof (never sent, so sound); a proof that needed it may FAIL without it.
                 notes.append(f"dropped the option `{_short(sentence.code)}` inside the proof (options are not sent "
                              "to Coq; the proof runs without it)")
             continue
-        if bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
-            cheats.append(f"vernacular command {bfirst!r} is not allowed inside a proof")
+        rule = command_rule(body_code)
+        if rule is None and bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
+            rule = unlisted(bfirst)  # a command with a rule of its own, not in the form that rule reads
+        if rule is not None:
+            # One class wherever the command stands (:mod:`.classes`); none of these is ever sent to Coq.
+            if rule.cls is CommandClass.CHEATING:
+                cheats.append(f"`{_short(sentence.code)}` inside the proof: {rule.command} {rule.why}")
+            elif rule.cls is CommandClass.HARMLESS:
+                notes.append(f"dropped `{_short(sentence.code)}` inside the proof ({rule.why})")
+            else:
+                errors.append(f"`{_short(sentence.code)}` inside the proof {rule.why}")
             continue
-        if body_code.startswith("#[") or body_code.startswith("#"):
+        if body_code.startswith("#"):
             cheats.append("attributes are not allowed inside a proof")
             continue
         if body_code.endswith("..."):
@@ -713,9 +747,11 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
                                           "cannot be cut into sentences (a sentence without its final period?)"])
         tail = tail + unlexed if tail else unlexed
     if ended and tail.strip():
-        cheat, restated = _tail_cheat(tail, context_keys, open_names, task_key)
+        cheat, restated, error = _tail_cheat(tail, context_keys, open_names, task_key)
         if cheat:
             cheats.append(f"content after the end of the proof: {cheat}")
+        elif error:
+            errors.append(f"after the end of the proof: {error}")
         elif restated and other_statement:
             errors.append("the submission proves another lemma and then states the task's lemma again: "
                           "send only the proof of the task's lemma (from `Proof.` to `Qed.`); prove a helper "
@@ -892,9 +928,10 @@ def _is_proof_term(code: str) -> bool:
 
 
 def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str],
-                task_key: tuple[str, tuple[str, ...]] | None) -> tuple[str, bool]:
+                task_key: tuple[str, tuple[str, ...]] | None) -> tuple[str, bool, str]:
     """Why the text after the proof is an attempt (a restart, a hole, a new lemma), or "" for prose;
-    and whether it states the task's own statement again (a helper lemma proved first, then the task).
+    whether it states the task's own statement again (a helper lemma proved first, then the task); and the
+    first ERROR-class command there (a helper definition), or "".
     """
     sentences: list[str] = []
     done = 0
@@ -907,7 +944,7 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
         # sentence, so that a final ``Admitted`` without its period is still seen.
         sentences.append(" ".join(tail[done:].split()))
     restated = False
-    first_code = ""
+    first_code = first_error = ""
     for code in sentences:
         if not code:
             continue
@@ -919,10 +956,16 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
             continue  # ``Qed. Qed.``: a stutter
         kind = _outside_kind(code, context_keys, open_names)
         if kind.startswith("cheat:"):
-            return kind[6:], restated
-        if kind in ("helper", "code") and not first_code and not restated:
+            return kind[6:], restated, ""
+        if restated or first_code:
+            continue
+        if kind == "code":
+            # A statement, a restart or a second proof after the proof: what a whole-file reader could take
+            # for the task's lemma (a shadow). Only the verifier's own statement is checked, but it claims one.
             first_code = _short(code)
-    return first_code, restated
+        elif kind == "helper" or kind.startswith("error:"):
+            first_error = first_error or (kind[6:] if kind.startswith("error:") else f"`{_short(code)}` {HELPER_WHY}")
+    return first_code, restated, first_error
 
 
 def _open_blocks(context: str) -> list[tuple[str, str]]:

@@ -6,9 +6,9 @@ How a check runs (see the README's "Coq verifier" section for the why):
    :func:`~proofgym.envs.verifiers.coq.proof.normalize_proof`: proof-mode
    sentences only, every tactic parenthesised so Coq's parser must agree with our
    cut. Vernacular, holes and restarts are ``CHEATING`` before any prover runs;
-   honest slips around the proof (a repeated statement, prose, a stray ``Require``)
-   are normalised, or ``ERROR`` with what to change. A ``Require`` is resolved here
-   (:meth:`CoqVerifier._prepare`): only libraries the context already loads.
+   honest slips around the proof (a repeated statement, prose, a query) are normalised,
+   or ``ERROR`` with what to change (:mod:`.classes` gives each command its class). A
+   ``Require`` is resolved here (:meth:`CoqVerifier._prepare`): judged by what it brings.
 2. A sandboxed ``coqidetop`` per context has the context loaded once. Each
    attempt goes back to that state (``Edit_at``), states the task's statement
    itself, and steps the submission sentence by sentence under a deadline.
@@ -121,6 +121,7 @@ class _Outcome:
     goals: tuple[Goal, ...] = ()
     category: ErrorCategory = ErrorCategory.NONE
     final_state: int | None = None
+    loaded: frozenset[str] = frozenset()  # libraries the proof loaded itself (its Requires)
 
 
 def _reference_key(task: Task) -> str:
@@ -303,27 +304,29 @@ class CoqVerifier(ProverVerifier):
                            audited=bool(do_audit))
 
     def _prepare(self, task: Task, proof: str) -> NormalizedProof:
-        """Normalise ``proof`` for ``task`` and resolve the ``Require``s written before it.
+        """Normalise ``proof`` for ``task`` and resolve its ``Require`` sentences.
 
-        A ``Require`` is provably harmless only when Coq says its library is already loaded
-        by the context: then it is dropped, and its ``Import`` runs inside the proof (after the
-        statement, which it therefore cannot change). Loading anything else could bring an
-        axiom, the original lemma or hints the checks do not expect: ``ERROR`` for one written
-        before the proof, saying so; ``CHEATING`` for one inside the proof, as vernacular that
-        changes the environment the proof is checked in.
+        A ``Require`` is judged by what it brings, not by its name. A library the context already
+        loads is dropped and its ``Import`` runs where the ``Require`` stood (one written before the
+        proof: right after the opener). Any other library the load path has is loaded there, inside
+        the proof, after Coq elaborated the statement (its notations cannot change how the statement
+        reads); what it brings is then checked like the rest of the proof: an axiom shows in ``Print
+        Assumptions`` (outside the allow-list: CHEATING), the original lemma in the leak check. A
+        ``Require`` that names no library is ``ERROR``.
 
         Raises:
-            ProofRejected: as :func:`normalize_proof`, and for such a ``Require``.
+            ProofRejected: as :func:`normalize_proof`, and for a ``Require`` that names no library.
         """
         normalized = normalize_proof(proof, task.statement, task.context)
         if not normalized.requires:
             return normalized
         session = self._session(task.context)
-        modules: list[list[str]] = []
+        sentences: list[list[str]] = []
         errors: list[str] = []
-        cheats: list[str] = []
+        notes: list[str] = []
+        loads: list[str] = []
         for request in normalized.requires:
-            modules.append([])
+            sentences.append([])
             for name in request.names:
                 try:
                     full, loaded = _locate_library(session.ide, name, session.base)
@@ -332,24 +335,22 @@ class CoqVerifier(ProverVerifier):
                     raise VerifierCrashed(f"coqidetop failed on Locate Library: {exc}") from None
                 if full and request.root and not (full == request.root or full.startswith(request.root + ".")):
                     full, loaded = "", False  # ``From R`` names a library under R, which this is not
-                if not loaded and request.at >= 0:
-                    # Inside the proof, loading a library changes the environment the proof is
-                    # checked in: vernacular that changes the checker, as it always was.
-                    cheats.append(f"`{request.text}` inside the proof loads a library the task's context "
-                                  "does not load")
-                elif not loaded:
-                    where = f"loads {full}, which" if full else "names no library that"
-                    errors.append(
-                        f"`{request.text}` {where} the task's context does not load: a proof may only use "
-                        "the libraries the context loads; remove the Require (and what needs it)")
-                elif request.imports:
-                    modules[-1].append(full)
-        if cheats:
-            raise ProofRejected("CHEATING", cheats)
+                if not full:
+                    errors.append(f"`{request.text}`: {name} names no library on the load path: require only "
+                                  "installed libraries (by their full name, e.g. `From Coq Require Import Lia.`), "
+                                  "or remove it")
+                elif loaded:
+                    if request.imports:
+                        sentences[-1].append(f"Import {full}.")
+                    notes.append(f"dropped `{request.text}`: the context already loads {full}")
+                else:
+                    sentences[-1].append(f"Require {'Import ' if request.imports else ''}{full}.")
+                    loads.append(full)
+                    notes.append(f"loaded {full} inside the proof, after the statement (its axioms and lemmas are "
+                                 "checked like the proof's own)")
         if errors:
             raise ProofRejected("ERROR", errors)
-        return normalized.with_imports(modules, [f"dropped `{r.text}`: the context already loads it"
-                                                 for r in normalized.requires])
+        return normalized.with_library_sentences(sentences, notes, tuple(loads))
 
     def _session(self, context: str) -> _Session:
         # Replayed sessions (see _check) are kept apart from sessions that may have loaded the isolation cache:
@@ -516,17 +517,19 @@ class CoqVerifier(ProverVerifier):
             raise ContextLoadError(f"task statement fails in Coq: {reply.error or 'not in proof mode'}")
         expired()
         last_goals = goals
+        loaded: set[str] = set()  # libraries the proof's own Requires load (with what they load in turn)
         for index, sentence in enumerate(normalized.sentences):
             new, reply = ide.add(sentence, state, timeout_s=left(), cpu_until=cpu_until)
-            if sentence.startswith("Import "):
-                # Only the normaliser writes a bare Import (tactics are parenthesised). Run it
+            if sentence.startswith(("Import ", "Require ")):
+                # Only the verifier writes a bare Import or Require (tactics are parenthesised). Run it
                 # now, so that a module that cannot be imported is reported as such.
+                loaded.update(reply.loaded)
                 if new is not None:
                     reply = ide.status(timeout_s=left(), cpu_until=cpu_until)
+                    loaded.update(reply.loaded)
                 if new is None or not reply.good:
                     return _Outcome(Verdict.ERROR, [
-                        f"`{sentence}` fails: import only modules of the libraries the task's context "
-                        "loads, or remove it"],
+                        f"`{sentence}` fails: import only modules of installed libraries, or remove it"],
                         [reply.error], tuple(last_goals), ErrorCategory.UNDEFINED)
             if new is None:
                 return _Outcome(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],
@@ -538,7 +541,8 @@ class CoqVerifier(ProverVerifier):
                 expired()
                 if not reply.good:
                     return self._failure(index, sentence, reply, last_goals)
-                return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state)
+                return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state,
+                                loaded=frozenset(loaded | set(normalized.loads)))
             goals, reply = ide.goals(timeout_s=left(), cpu_until=cpu_until)
             expired()
             if goals is None:
@@ -604,15 +608,17 @@ class CoqVerifier(ProverVerifier):
         state = outcome.final_state
         # Everything that queries the submission's state runs first: computing the
         # allow-list may run the reference proof, which moves the session away from it.
-        if self._environment_is_clean(task):
-            axioms, other = [], []  # nothing outside the allow-list exists here to rely on
+        if not outcome.loaded and self._environment_is_clean(task):
+            # Nothing outside the allow-list exists here to rely on. A proof that loads a library reaches more
+            # than the context's environment: its axioms are always read.
+            axioms, other = [], []
         else:
             axioms, other = self._assumptions(session, state, name)
         # Print Assumptions prints the shortest name that reaches each axiom *here*, which a
         # context can make "classic" for its own axiom: resolve each to its full name.
         fulls = [(ax, _full_constant_name(session.ide, ax, state)) for ax in axioms]
         reasons = [f"unsafe assumption: {o}" for o in other]
-        reasons += self._leak_reasons(task, name, session, state)
+        reasons += self._leak_reasons(task, name, session, state, outcome.loaded)
         if fulls:
             allowed = self._allowed_axioms(task)
             env_axioms: list[frozenset[str] | None] = []  # computed once, only when a short name needs it
@@ -667,7 +673,8 @@ class CoqVerifier(ProverVerifier):
         environment = frozenset(_session_name(a) for a in env_axioms)
         return not env_flags and not any(_disallowed(a, allowed_all, lambda: environment) for a in environment)
 
-    def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None) -> list[str]:
+    def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None,
+                      proof_loaded: frozenset[str] = frozenset()) -> list[str]:
         """The proof term must not use the original lemma, or anything of its original file.
 
         The check reads the *proof term* (``Print``), not the proof text, so hint
@@ -686,9 +693,10 @@ class CoqVerifier(ProverVerifier):
         # The original file is the longest prefix of the qualid that is a loaded library: a lemma
         # inside a module (Lib.File.M.foo) comes from the library Lib.File, not from one named Lib.File.M.
         parts = qualid.split(".")
+        reachable = session.loaded | proof_loaded  # the proof's own Requires count: what they load leaks as well
         module = next((lib for k in range(len(parts) - 1, 0, -1)
-                       if (lib := ".".join(parts[:k])) in session.loaded), module)
-        original_loaded = bool(module) and module in session.loaded
+                       if (lib := ".".join(parts[:k])) in reachable), module)
+        original_loaded = bool(module) and module in reachable
         after = _defined_at_or_after(qualid) if original_loaded else None
         ide = session.ide
         reasons: set[str] = set()
