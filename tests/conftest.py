@@ -123,12 +123,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(_unit_of(item.nodeid), len(rank)))  # stable: files keep their order
 
 
+#: The word each prover's skip reason starts with ("Coq is not installed: ..."), by the name
+#: ``PROOFGYM_REQUIRE_PROVERS`` uses.
+_PROVER_SKIP_WORDS = {"coq": "Coq ", "dafny": "Dafny ", "hol_light": "HOL Light "}
+_missing_prover_skips: dict[str, int] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the tests skipped because a prover is not installed (on the controller, for xdist workers too)."""
+    if report.skipped and isinstance(report.longrepr, tuple) and "is not installed" in str(report.longrepr[2]):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        for name, word in _PROVER_SKIP_WORDS.items():
+            if reason.startswith(word):
+                _missing_prover_skips[name] = _missing_prover_skips.get(name, 0) + 1
+
+
+def required_provers_skipped(required: str) -> dict[str, int]:
+    """The provers named in ``required`` (comma-separated) whose tests were skipped as "not installed"."""
+    wanted = {name.strip() for name in required.split(",") if name.strip()}
+    return {name: n for name, n in _missing_prover_skips.items() if name in wanted}
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when a prover process outlives it: every verifier a test opened must be closed by then.
+    """Fail the run when a prover that set-up installed had its tests skipped as missing
+    (``PROOFGYM_REQUIRE_PROVERS=coq,dafny,hol_light``, set by ``.ci/run``: a broken install must not turn the
+    prover tier into skips and CI green), and when a prover process outlives it.
 
     The session's fixtures are torn down before this hook. A process killed by ``close()`` may need a moment
     to be reaped, so the check waits (up to 20 s) for the list to empty; it never passes a process that stays.
     """
+    skipped = required_provers_skipped(os.environ.get("PROOFGYM_REQUIRE_PROVERS", ""))
+    if skipped and not hasattr(session.config, "workerinput"):  # the controller decides, once
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = ("PROOFGYM_REQUIRE_PROVERS: tests were skipped because a required prover is missing or broken ("
+                   + ", ".join(f"{name}: {n} tests" for name, n in sorted(skipped.items()))
+                   + "): run `make setup` and `proofgym doctor`")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     deadline = time.monotonic() + 20.0
     left = prover_processes_below(os.getpid())
     while left and time.monotonic() < deadline:
