@@ -1,0 +1,25 @@
+"""Every trainer page under ``docs/integrations/`` has a copy-paste example, and a test runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "integrations"
+PAGES = ("trl", "openenv", "verifiers", "verl", "openrlhf")
+_EXAMPLE = re.compile(r"<!-- example:[^>]*-->\s*```python\n(.*?)```", re.S)
+
+
+def doc_example(page: str) -> str:
+    """The code of the block marked ``<!-- example: ... -->`` in ``docs/integrations/<page>.md``."""
+    found = _EXAMPLE.findall((DOCS / f"{page}.md").read_text(encoding="utf-8"))
+    if len(found) != 1:
+        raise AssertionError(f"docs/integrations/{page}.md must have exactly one marked example, found {len(found)}")
+    return found[0]
+
+
+def test_every_trainer_page_has_one_marked_example_that_compiles():
+    present = [page for page in PAGES if (DOCS / f"{page}.md").exists()]
+    assert present, "no trainer pages"
+    for page in present:
+        compile(doc_example(page), f"docs/integrations/{page}.md", "exec")

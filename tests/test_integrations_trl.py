@@ -1,0 +1,121 @@
+"""The TRL spec (``training/integrations/trl_spec.py``) through TRL's own ``GRPOTrainer``.
+
+A scripted policy's completions go through ``GRPOTrainer._calculate_rewards`` (the call TRL makes
+every step, None -> NaN included) and its tool env is the trainer's own ``environments`` instance,
+against the real Coq verifier on the packaged ``coq-tiny`` suite.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proofgym.envs.errors import VerifierCrashed
+from proofgym.envs.types import CheckResult, Task
+from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+from proofgym.training.integrations.trl_spec import ProofgymSpec
+from tests.conftest import requires_coq
+
+TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
+OK_REPLY = "```coq\nProof. lia. Qed.\n```"
+FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
+CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
+
+
+class FakeBrokenVerifier:
+    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
+
+    system = "coq"
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        raise VerifierCrashed("fake: coqidetop died")
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_spec_has_trls_three_properties_from_a_suite_name():
+    with ProofgymSpec("coq-tiny", pool=InProcessPool({"coq": FakeBrokenVerifier()})) as spec:
+        rows = spec.train_dataset
+        assert len(rows) == 5 and set(rows.column_names) == {"prompt", "task_id", "system", "category"}
+        assert rows[0]["prompt"][-1]["role"] == "user"
+        assert spec.environment_factory is None  # tools=False: one-turn answers
+        assert [f.__name__ for f in spec.reward_funcs] == ["verifier"]
+
+
+def _trainer(tmp_path: Path, spec: ProofgymSpec) -> Any:
+    trl = pytest.importorskip("trl")
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    template = Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja"  # a template TRL can call tools with
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = template.read_text()
+    args = GRPOConfig(output_dir=str(tmp_path / "run"), report_to="none", per_device_train_batch_size=2,
+                      num_generations=2, max_completion_length=8, use_cpu=True, save_strategy="no")
+    return GRPOTrainer(model=str(model), args=args, processing_class=tokenizer, train_dataset=spec.train_dataset,
+                       environment_factory=spec.environment_factory, reward_funcs=spec.reward_funcs)
+
+
+@requires_coq
+@pytest.mark.prover
+def test_trls_reward_call_scores_ok_fail_and_cheating_with_real_coq(tmp_path, coq_verifier):
+    with InProcessPool({"coq": coq_verifier}) as pool, ProofgymSpec("coq-tiny", pool=pool, tools=True) as spec:
+        trainer = _trainer(tmp_path, spec)
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        replies = [OK_REPLY, FAIL_REPLY, CHEAT_REPLY]
+        inputs = [dict(row) for _ in replies]
+        completions = [[{"role": "assistant", "content": text}] for text in replies]
+        rewards = trainer._calculate_rewards(inputs, [row["prompt"]] * 3, completions, [[1]] * 3)
+        assert rewards[:, 0].tolist() == [1.0, 0.0, -1.0]
+
+        # the env TRL made and probed at init (its pooled instance) and the tool TRL found on it
+        env = trainer._environment_pool[None][0]
+        check_proof = next(tool for tool in trainer._env_tools[None] if tool.__name__ == "check_proof")
+        env.reset(**row)
+        assert check_proof("Proof. reflexivity. Qed.").startswith("Verdict: FAIL")
+        assert check_proof("Proof. lia. Qed.").startswith("Verdict: OK")
+        assert env.verdicts == ["FAIL", "OK"]
+
+
+def test_trls_reward_call_masks_a_harness_failure(tmp_path):
+    with InProcessPool({"coq": FakeBrokenVerifier()}) as pool, ProofgymSpec("coq-tiny", pool=pool) as spec:
+        trainer = _trainer(tmp_path, spec)
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        rewards = trainer._calculate_rewards([dict(row)], [row["prompt"]],
+                                             [[{"role": "assistant", "content": OK_REPLY}]], [[1]])
+        assert math.isnan(rewards[0, 0].item())  # TRL's "no reward": left out of the advantage, never 0
+        assert spec.scorer.reward.last_outcomes[0].harness_error == "verifier: VerifierCrashed: fake: coqidetop died"
+
+
+def test_the_spec_closes_only_the_pool_it_made():
+    given = InProcessPool({"coq": FakeBrokenVerifier()})
+    with ProofgymSpec("coq-tiny", pool=given) as spec:
+        assert spec.reward_funcs[0].pool is given
+    assert not given.closed
+    given.close()
+
+
+@requires_coq
+@pytest.mark.prover
+@pytest.mark.slow
+@pytest.mark.train_smoke  # the page's promise is kept on every `make test` (one GRPO step, about 20 s)
+def test_the_pages_example_trains_one_step(tmp_path, monkeypatch):
+    pytest.importorskip("trl")
+    from proofgym.agents.tiny_model import build_tiny_model
+    from tests.test_integrations_docs import doc_example
+
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    code = doc_example("trl").replace('"Qwen/Qwen3-0.6B"', repr(str(model)))
+    code = code.replace('report_to="none"', 'report_to="none", use_cpu=True')  # this machine has no GPU
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/integrations/trl.md", "exec"), namespace)  # noqa: S102 - the page's own example
+    assert namespace["trainer"].state.global_step == 1
+    assert namespace["spec"].scorer.reward.totals["samples"] == 2

@@ -1,0 +1,197 @@
+"""The one layer every trainer adapter calls: a suite, a checker, and a multi-turn session.
+
+Each adapter in this package (TRL, OpenEnv, verifiers, verl, OpenRLHF) is a thin shape over
+these three things, so that no adapter holds a second copy of verdict, reward or parsing logic:
+
+- :class:`ProofScorer`: the tasks of a suite and the verifier pool that checks them. Scoring a
+  reply is :class:`~proofgym.training.rewards.VerifierReward`'s (the proof taken out of the
+  reply by ``envs/parsing.py``, checked on the pool, the verdict mapped to a reward). The pool is
+  one the caller gives (and closes), a local pool it makes on first use, or the shared verifier
+  service (``proofgym serve-verifier``) when given its URL: the service is then this process's
+  verifier, behind an in-process pool, so a Ray worker or a vLLM engine never starts provers.
+- :class:`ProofSession`: one task's multi-turn repair episode (:class:`~proofgym.envs.episode.Episode`):
+  each reply is checked, the verifier's feedback is the next user turn, OK or CHEATING ends it.
+
+The reward-service contract every adapter relies on:
+
+- a harness failure (the verifier broke, a worker died, the service is unreachable) is a masked
+  status, ``reward=None`` with ``harness_error`` set, never a score: each adapter turns it into its
+  library's "no reward" (TRL: ``None``; OpenEnv: ``reward=None`` and ``metadata.harness_error``;
+  verifiers: an error on the rollout; OpenRLHF: a dropped sample or 503; verl, which has no such value:
+  an exception);
+- the time budget is the task's ``timeout_s``, enforced by the pool (past it the verdict is TIMEOUT,
+  a hung check is killed by the watchdog);
+- :meth:`ProofScorer.close` frees what the scorer made (its pool, its service client), idempotently.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from proofgym.envs.episode import FINAL_VERDICTS, Episode, TaskSet, Turn
+from proofgym.envs.types import Task
+from proofgym.training.rewards import Outcome, VerifierReward, harness_error
+
+__all__ = ["ProofScorer", "ProofSession", "SuiteLike"]
+
+SuiteLike = str | Path | Sequence[Task | Mapping[str, Any]] | TaskSet
+
+
+
+class ProofScorer:
+    """The tasks of a suite and what checks replies to them.
+
+    Args:
+        suite: A packaged or built suite name (``coq-tiny``), a suite path, a list of tasks or a ``TaskSet``.
+        pool: A verifier pool to check on (the caller owns it). Without one, the scorer makes one on
+            first use: an in-process pool over the verifier service at ``service_url`` if given, else a
+            local pool of ``workers`` worker processes. The scorer closes what it made.
+        service_url: The verifier service (``proofgym serve-verifier``) to check on.
+        token: The service's bearer token.
+        workers: Worker processes (local pool) or concurrent requests (service).
+        reward_map: Verdict -> reward (default OK 1, CHEATING -1, else 0).
+        feedback_chars: Longest feedback text a repair turn shows.
+        timeout_s: Longest wait for one batch; past it the unfinished replies are harness failures.
+    """
+
+    def __init__(self, suite: SuiteLike, *, pool: Any = None, service_url: str | None = None,
+                 token: str | None = None, workers: int = 1, reward_map: Mapping[str, float] | None = None,
+                 feedback_chars: int = 2000, timeout_s: float | None = None) -> None:
+        self.tasks = TaskSet(suite)
+        self.service_url = service_url
+        self._token = token
+        self._workers = int(workers)
+        self._given_pool = pool
+        self._made_pool: Any = None
+        self._lock = threading.Lock()
+        self.reward = VerifierReward(self.tasks.by_id, pool, reward_map=reward_map, timeout_s=timeout_s,
+                                     feedback_chars=feedback_chars)
+
+    # -- the checker ----------------------------------------------------------------------------
+    @property
+    def pool(self) -> Any:
+        """The pool checks run on (made on first use when none was given)."""
+        if self._given_pool is not None:
+            return self._given_pool
+        with self._lock:
+            if self._made_pool is None:
+                self._made_pool = self._make_pool()
+                self.reward.pool = self._made_pool
+            return self._made_pool
+
+    def _make_pool(self) -> Any:
+        if self.service_url:
+            from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+            from proofgym.envs.verifiers.service_client import ServiceVerifier
+
+            systems = {t.system for t in self.tasks}
+            return InProcessPool({s: ServiceVerifier(self.service_url, s, token=self._token) for s in systems},
+                                 workers=max(1, self._workers))
+        from proofgym.envs.verifiers.pool import LocalVerifierPool
+
+        return LocalVerifierPool(max(1, self._workers))
+
+    def close(self) -> None:
+        """Close the pool this scorer made (never one it was given). Idempotent."""
+        with self._lock:
+            made, self._made_pool = self._made_pool, None
+        if made is not None:
+            made.close()
+
+    def __enter__(self) -> ProofScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def task(self, task: str | Task) -> Task:
+        """The task ``task`` names (a ``Task`` is returned as is)."""
+        return task if isinstance(task, Task) else self.tasks.get(str(task))
+
+    def prompt(self, task: str | Task, *, context_chars: int = 2000) -> list[dict[str, str]]:
+        """The zero-shot chat prompt of a task, as GRPO and evaluation word it."""
+        from proofgym.training.data import prompt_messages
+
+        return prompt_messages(self.task(task), context_chars=context_chars)
+
+    def repair_turn(self, task: str | Task, feedback: str) -> dict[str, str]:
+        """The user turn that shows the verifier's feedback, as evaluation's repair rounds word it."""
+        from proofgym.training.data import repair_message
+
+        return repair_message(self.task(task).system, feedback)
+
+    def rows(self, tasks: Iterable[Task] | None = None, *, context_chars: int = 2000) -> list[dict[str, Any]]:
+        """Prompt rows (``prompt``, ``task_id``, ``system``, ``category``), GRPO's dataset columns."""
+        from proofgym.training.data import grpo_rows
+
+        return grpo_rows(self.tasks if tasks is None else tasks, context_chars=context_chars)
+
+    # -- scoring --------------------------------------------------------------------------------
+    def proof_of(self, task: str | Task, reply: Any) -> str:
+        """The proof in a model reply (text or chat messages): its last fenced block, statement copy removed."""
+        return self.reward.proof_of(reply, self.task(task))
+
+    def score_many(self, pairs: Sequence[tuple[str | Task, Any]]) -> list[Outcome]:
+        """Check ``(task, reply)`` pairs in parallel; a harness failure is an outcome with ``reward=None``."""
+        tasks = [self.task(t) for t, _ in pairs]
+        proofs = [self.proof_of(t, reply) for t, (_, reply) in zip(tasks, pairs, strict=True)]
+        _ = self.pool  # make the pool now, so VerifierReward has it
+        return self.reward.check(tasks, proofs)
+
+    def score(self, task: str | Task, reply: Any) -> Outcome:
+        """Check one reply: its verdict and reward, or a harness failure (``verdict`` and ``reward`` ``None``)."""
+        return self.score_many([(task, reply)])[0]
+
+    def session(self, task: str | Task, *, max_turns: int = 1) -> ProofSession:
+        """A multi-turn repair episode on ``task``."""
+        return ProofSession(self, self.task(task), max_turns=max_turns)
+
+
+class ProofSession:
+    """One task's repair episode: reply, verdict and feedback, until OK, CHEATING or the turn budget.
+
+    A harness failure records no reward and ends the session (:meth:`Episode.fail`): the episode
+    says nothing about the policy, and the adapter reports it as its library's "no reward".
+    """
+
+    def __init__(self, scorer: ProofScorer, task: Task, *, max_turns: int = 1) -> None:
+        self.scorer = scorer
+        self.task = task
+        self.episode = Episode(task, max_attempts=max(1, int(max_turns)), reward_map=scorer.reward.reward_of,
+                               ends_on=FINAL_VERDICTS, feedback_chars=scorer.reward.feedback_chars)
+
+    def step(self, reply: Any) -> Turn:
+        """Check one reply and record it; returns the turn (``reward`` ``None`` for a harness failure)."""
+        if self.episode.done:
+            raise RuntimeError(f"the session on {self.task.id} is over ({self.episode.attempt} turns); start another")
+        proof = self.scorer.proof_of(self.task, reply)
+        _ = self.scorer.pool
+        result = self.scorer.reward.check_results([self.task], [proof])[0]
+        if result.result is None:
+            return self.episode.fail(proof, harness_error(result))
+        return self.episode.record(proof, result.result)
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    @property
+    def last(self) -> Turn | None:
+        return self.episode.last
+
+    @property
+    def reward(self) -> float | None:
+        """The last turn's reward (``None`` before the first turn and after a harness failure)."""
+        return None if self.episode.last is None else self.episode.last.reward
+
+    @property
+    def harness_error(self) -> str:
+        return "" if self.episode.last is None else self.episode.last.harness_error
+
+    def feedback_turn(self) -> dict[str, str]:
+        """The user turn that carries the last verdict's feedback (for the next attempt)."""
+        return self.scorer.repair_turn(self.task, self.episode.feedback)

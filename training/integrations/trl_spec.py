@@ -1,0 +1,90 @@
+"""proofgym in TRL: one spec object whose three properties plug into ``GRPOTrainer``.
+
+The shape is TRL's own (``trl.experimental.harbor.HarborSpec``, ``OpenRewardSpec``): build one
+spec from a suite name, read ``.train_dataset``, ``.environment_factory`` and ``.reward_funcs``::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from proofgym.training.integrations.trl_spec import ProofgymSpec
+
+    spec = ProofgymSpec("coq-tiny", tools=True)
+    trainer = GRPOTrainer(model="Qwen/Qwen3-0.6B", args=GRPOConfig(max_tool_calling_iterations=4),
+                          train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
+                          reward_funcs=spec.reward_funcs)
+
+Nothing here scores: the dataset rows are GRPO's (``training/data.py``), the tool env is
+``training/environment.py``'s ``check_proof`` env, the reward is
+:class:`~proofgym.training.rewards.VerifierReward` (the verdict of the final answer; ``None`` for a
+harness failure, which TRL turns into NaN and leaves out of the advantage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+from proofgym.training.integrations.core import ProofScorer, SuiteLike
+
+__all__ = ["ProofgymSpec"]
+
+
+class ProofgymSpec:
+    """A proofgym suite wired into TRL's ``GRPOTrainer``.
+
+    Args:
+        suite: A suite name (``coq-tiny``, or one ``proofgym build`` made), a path, or a list of tasks.
+        tools: Give each rollout the ``check_proof`` tool (``environment_factory``); without it
+            ``environment_factory`` is ``None`` and the policy answers in one turn.
+        max_tool_calls: ``check_proof`` calls a rollout may make.
+        pool: A verifier pool (the caller closes it); else one is made on first use (``close()`` frees it).
+        service_url: Check on a running ``proofgym serve-verifier`` instead of a local pool.
+        token: The service's bearer token.
+        workers: Local pool workers (or concurrent service requests).
+        reward_map: Verdict -> reward (default OK 1, CHEATING -1, else 0).
+        context_chars: Longest task context a prompt shows.
+        task_ids: Only these tasks (default: the whole suite).
+    """
+
+    def __init__(self, suite: SuiteLike, *, tools: bool = False, max_tool_calls: int = 4, pool: Any = None,
+                 service_url: str | None = None, token: str | None = None, workers: int = 2,
+                 reward_map: Mapping[str, float] | None = None, context_chars: int = 2000,
+                 task_ids: list[str] | None = None) -> None:
+        self.scorer = ProofScorer(suite, pool=pool, service_url=service_url, token=token, workers=workers,
+                                  reward_map=reward_map)
+        self.tools = bool(tools)
+        self.max_tool_calls = int(max_tool_calls)
+        self.context_chars = int(context_chars)
+        self.task_ids = list(task_ids) if task_ids is not None else None
+
+    @cached_property
+    def train_dataset(self) -> Any:
+        """A ``datasets.Dataset``: ``prompt`` (chat messages), ``task_id``, ``system``, ``category``."""
+        from proofgym.training.data import to_dataset
+
+        tasks = self.scorer.tasks if self.task_ids is None else [self.scorer.task(t) for t in self.task_ids]
+        return to_dataset(self.scorer.rows(tasks, context_chars=self.context_chars))
+
+    @property
+    def environment_factory(self) -> Callable[[], Any] | None:
+        """The ``check_proof`` tool env's factory (``tools=True``), else ``None``."""
+        if not self.tools:
+            return None
+        from proofgym.training.environment import environment_factory
+
+        return environment_factory(self.scorer.tasks.by_id, self.scorer.pool, max_calls=self.max_tool_calls)
+
+    @property
+    def reward_funcs(self) -> list[Any]:
+        """``[VerifierReward]``: the verifier's verdict on each final answer, ``None`` for a harness failure."""
+        _ = self.scorer.pool  # the reward checks on the scorer's pool: make it now if it is made here
+        return [self.scorer.reward]
+
+    def close(self) -> None:
+        """Close the pool the spec made (never one it was given)."""
+        self.scorer.close()
+
+    def __enter__(self) -> ProofgymSpec:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
