@@ -91,3 +91,29 @@ def test_a_closed_pool_refuses_checks() -> None:
     pool.close()
     with pytest.raises(PoolClosed):
         pool.submit(task("ok"), "good.")
+
+
+class SlowOnce(StandIn):
+    """A stand-in whose reference proof times out within a task's own budget and verifies within four times it
+    (a machine under load); ``hopeless`` references time out whatever the budget."""
+
+    def __init__(self) -> None:
+        self.budgets: list[float] = []
+
+    def check(self, t: Task, proof: str) -> CheckResult:
+        if proof != "good.":
+            return super().check(t, proof)
+        self.budgets.append(t.timeout_s)
+        if t.id.startswith("hopeless") or t.timeout_s < 20:
+            return CheckResult(Verdict.TIMEOUT, ("time limit",))
+        return CheckResult(Verdict.OK)
+
+
+def test_a_reference_that_timed_out_gets_a_second_check_with_more_time() -> None:
+    stand_in = SlowOnce()
+    with InProcessPool({"coq": stand_in}, workers=1) as pool:
+        checked = validate_suite([task("loaded"), task("hopeless")], pool)
+    assert [t.id for t in checked.kept] == ["loaded"]
+    assert checked.kept[0].timeout_s == 5  # kept with its own budget: the retry only rules out the load
+    assert checked.reasons == {"hopeless": "reference proof TIMEOUT"}
+    assert stand_in.budgets == [5, 20, 5, 20]
