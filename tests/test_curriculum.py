@@ -149,7 +149,9 @@ def test_grpo_trains_only_on_tasks_the_policy_solves_sometimes_and_logs_the_coun
     mixed = set(tasks) - {ALWAYS_OK, NEVER_OK}
 
     assert result.global_step == 2
-    assert [h["step"] for h in result.curriculum] == [0, 1, 2]  # before training, then every step
+    # before training, then every step but the last (an estimate after the last step would serve no step)
+    assert [h["step"] for h in result.curriculum] == [0, 1]
+    assert result.plan["refresh_at"] == [1] and result.plan["total_steps"] == 2
     for estimate in result.curriculum:
         assert estimate["p_hat"][ALWAYS_OK] == 1.0 and estimate["p_hat"][NEVER_OK] == 0.0
         assert {t for t, p in estimate["p_hat"].items() if p is not None and 0 < p < 1} == mixed

@@ -82,6 +82,10 @@ class ProofgymArguments:
                           "every prover: always, sample or never (default: each verifier's, sampled)."})
     checkpoint_eval_steps: int = field(
         default=0, metadata={"help": "Evaluate a checkpoint on the held-out split every N steps (0: only at the end)."})
+    checkpoint_evals: int = field(
+        default=0, metadata={"help": "Evaluate this many checkpoints during training, spread evenly over the planned "
+                                     "steps (the plan printed at start says which); wins over checkpoint_eval_steps, "
+                                     "so a recipe means the same on 1 or 8 GPUs (0: use checkpoint_eval_steps)."})
     checkpoint_eval_on_start: bool = field(
         default=False, metadata={"help": "Also evaluate the model before training (step 0, the baseline)."})
     checkpoint_eval_at_end: bool = field(
@@ -409,8 +413,10 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
         raise TrainConfigError(f"audit must be always, sample or never, got {cfg.audit!r}")
     if cfg.verifier_engine not in ("local", "ray"):
         raise TrainConfigError(f"verifier_engine must be local or ray, got {cfg.verifier_engine!r}")
-    if cfg.checkpoint_eval_k < 1 or cfg.checkpoint_eval_n < 0 or cfg.checkpoint_eval_steps < 0:
-        raise TrainConfigError("checkpoint_eval_k must be >= 1, and checkpoint_eval_n, checkpoint_eval_steps >= 0")
+    if cfg.checkpoint_eval_k < 1 or cfg.checkpoint_eval_n < 0 or cfg.checkpoint_eval_steps < 0 \
+            or cfg.checkpoint_evals < 0:
+        raise TrainConfigError("checkpoint_eval_k must be >= 1, and checkpoint_eval_n, checkpoint_eval_steps, "
+                               "checkpoint_evals >= 0")
     from proofgym.training.distributed import refuse_zero3_checkpoint_eval
 
     try:
@@ -427,7 +433,8 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
     options = dict(heldout_fraction=cfg.heldout_fraction, seed=cfg.split_seed, categories=cfg.categories,
                    suite=cfg.suite)
     train = select(tasks, split=cfg.train_split, limit=cfg.max_train_tasks, **options)
-    wants_eval = cfg.checkpoint_eval_on_start or cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
+    wants_eval = cfg.checkpoint_eval_on_start or cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps \
+        or cfg.checkpoint_evals
     evaluation: list[Task] = []
     heldout_path = None
     if wants_eval:
@@ -470,6 +477,8 @@ class TrainResult:
     """Each curriculum estimate (step, counts, p_hat per task), when the run had a curriculum."""
     warm_start: dict[str, Any] = field(default_factory=dict)
     """The SFT warm start, when the run had one: its path, steps, loss per step and seconds."""
+    plan: dict[str, Any] = field(default_factory=dict)
+    """The :class:`~proofgym.training.plan.TrainingPlan` the run started with (steps, refreshes, evaluations)."""
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -502,7 +511,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun, *, start: str | Path |
 
 def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,
                 reward: Any = None, model_name: str = "", curriculum: Any = None,
-                warm_start: dict[str, Any] | None = None) -> TrainResult:
+                warm_start: dict[str, Any] | None = None, plan: Any = None) -> TrainResult:
     """``trainer.train()``, then the final checkpoint, its evaluation, the W&B artifact; Ctrl-C saves a checkpoint.
 
     A first Ctrl-C (with ``interrupt`` installed) ends training after the current step with a
@@ -548,7 +557,7 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
                          checkpoint_evals=list(evaluator.history) if evaluator is not None else [],
                          wandb_dir=wandb_dir, reward_totals=dict(reward.totals) if reward is not None else {},
                          curriculum=list(curriculum.history) if curriculum is not None else [],
-                         warm_start=dict(warm_start or {}))
+                         warm_start=dict(warm_start or {}), plan=plan.to_dict() if plan is not None else {})
     if trainer.is_world_process_zero():  # one writer: the other processes would race it for the same file
         (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
                                                       + "\n", encoding="utf-8")

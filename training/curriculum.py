@@ -171,7 +171,8 @@ class CurriculumCallback(TrainerCallback):
             self.refresh(state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.curriculum.due(state.global_step):
+        # not after the last step: an estimate no step will use costs k generations per task for nothing
+        if self.curriculum.due(state.global_step) and state.global_step < (state.max_steps or state.global_step + 1):
             self.refresh(state.global_step)
 
     def refresh(self, step: int) -> dict[str, float]:

@@ -121,7 +121,8 @@ def refuse_zero3_checkpoint_eval(cfg: Any) -> None:
     ``deepspeed.zero.Init``, a collective the other processes never join. Evaluating from a
     separate process after training has none of these problems.
     """
-    wants = cfg.checkpoint_eval_on_start or cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
+    wants = cfg.checkpoint_eval_on_start or cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps \
+        or getattr(cfg, "checkpoint_evals", 0)
     if wants and zero_stage(cfg) == 3:
         raise ValueError(ZERO3_EVAL_REFUSAL)
 

@@ -37,6 +37,7 @@ from proofgym.training.common import (
 from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.grpo_config import ProofGRPOConfig
 from proofgym.training.logging import setup_wandb
+from proofgym.training.plan import plan_run
 
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
@@ -63,6 +64,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     prepared = prepare_run(cfg)
     template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
     rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
+    plan = plan_run(cfg, len(rows), algo="grpo")  # sets the refresh and evaluation intervals the callbacks read
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
@@ -116,7 +118,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         if curriculum_callback is not None:
             curriculum_callback.bind(trainer)
         result = run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, reward=reward,
-                             model_name=prepared.model.name, curriculum=curriculum, warm_start=warm)
+                             model_name=prepared.model.name, curriculum=curriculum, warm_start=warm, plan=plan)
     finally:
         pool.close()
     return result

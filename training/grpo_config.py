@@ -68,6 +68,10 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
     curriculum_refresh_steps: int = field(
         default=20, metadata={"help": "Re-estimate p_hat every N optimizer steps (0: only before training). Each "
                                       "refresh generates curriculum_k replies for every training task."})
+    curriculum_refreshes: int = field(
+        default=0, metadata={"help": "Refresh p_hat this many times, spread evenly over the planned optimizer steps "
+                                     "(the plan printed at start says after which); wins over curriculum_refresh_steps, "
+                                     "so a recipe means the same on 1 or 8 GPUs (0: use curriculum_refresh_steps)."})
     curriculum_batch_size: int = field(
         default=16, metadata={"help": "Prompts per generation call in a curriculum estimate."})
     curriculum_max_tokens: int = field(
@@ -115,9 +119,9 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         if not 0 < self.turn_discount <= 1:
             raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
         if self.curriculum_k < 2 or self.curriculum_refresh_steps < 0 or self.curriculum_batch_size < 1 \
-                or self.curriculum_max_tokens < 0:
-            raise ValueError("curriculum_k must be >= 2, curriculum_batch_size >= 1, curriculum_refresh_steps and "
-                             "curriculum_max_tokens >= 0")
+                or self.curriculum_max_tokens < 0 or self.curriculum_refreshes < 0:
+            raise ValueError("curriculum_k must be >= 2, curriculum_batch_size >= 1, curriculum_refresh_steps, "
+                             "curriculum_refreshes and curriculum_max_tokens >= 0")
         if self.warm_start_sft_steps < 0 or self.warm_start_sft_batch_size < 1 or self.warm_start_sft_max_length < 1:
             raise ValueError("warm_start_sft_steps must be >= 0, warm_start_sft_batch_size and "
                              "warm_start_sft_max_length >= 1")

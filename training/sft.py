@@ -27,6 +27,7 @@ from proofgym.training.common import (
 )
 from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.logging import setup_wandb
+from proofgym.training.plan import plan_run
 from proofgym.training.sft_config import ProofSFTConfig
 
 
@@ -38,8 +39,9 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     from proofgym.training.data import sft_rows, to_dataset
 
     prepared = prepare_run(cfg, needs_verifier=bool(cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
-                                                    or cfg.checkpoint_eval_on_start))
+                                                    or cfg.checkpoint_evals or cfg.checkpoint_eval_on_start))
     rows = sft_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
+    plan = plan_run(cfg, len(rows), algo="sft")  # sets the evaluation interval the callback reads
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
@@ -50,7 +52,8 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     callbacks = [c for c in (evaluator, interrupt, MetricsPrinter()) if c is not None]
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=to_dataset(rows), processing_class=tokenizer,
                          peft_config=peft_config(cfg), callbacks=callbacks)
-    return run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, model_name=prepared.model.name)
+    return run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, model_name=prepared.model.name,
+                       plan=plan)
 
 
 def main(argv: Sequence[str] | None = None) -> TrainResult:
