@@ -1,6 +1,6 @@
-"""The README works as written: every Python block runs, and every ``proofgym`` command line parses.
+"""The README and the manual in docs/ work as written: every Python block runs, every ``proofgym`` line parses.
 
-A newcomer pastes the README's snippets. Each Python block is run as its own script, in a fresh
+A newcomer pastes the pages' snippets. Each Python block is run as its own script, in a fresh
 folder with a fresh ``$PROOFGYM_CACHE`` (so only what ships with proofgym, like the ``coq-tiny`` and
 ``dafny-nl`` suites, is there), on the real provers. Each ``proofgym ...`` line of a shell block is
 parsed by the real argument parser, so a renamed flag or subcommand fails here before a user finds it.
@@ -21,29 +21,42 @@ import pytest
 from proofgym.cli import build_parser
 from tests.conftest import requires_coq
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+#: The README and the manual: every page a user pastes from (docs/integrations/ runs in test_integrations_docs,
+#: with each trainer's library).
+PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "integrations" not in p.parts)]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```", re.MULTILINE | re.DOTALL)
 
 
-def blocks(lang: str) -> list[tuple[int, str]]:
-    """``(line number, dedented code)`` of every fenced block of ``lang`` in the README."""
-    text = README.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("body")))
-            for m in FENCE.finditer(text) if m.group("lang") == lang]
+def _blocks(lang: str) -> list[tuple[str, int, str]]:
+    """``(page, line number, dedented code)`` of every fenced block of ``lang`` in the README and docs/."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT).as_posix()
+        found += [(name, text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("body")))
+                  for m in FENCE.finditer(text) if m.group("lang") == lang]
+    return found
 
 
-def proofgym_commands() -> list[tuple[int, list[str]]]:
-    """The ``proofgym`` command lines of the shell blocks, with their README line numbers.
+def blocks(lang: str) -> list[tuple[str, str]]:
+    """``("page:line", code)`` of every fenced block of ``lang``: the id says where to look."""
+    return [(f"{page}:{line}", code) for page, line, code in _blocks(lang)]
+
+
+def proofgym_commands() -> list[tuple[str, list[str]]]:
+    """The ``proofgym`` command lines of the shell blocks, each with its ``page:line``.
 
     Lines are split as a shell would: a quoted string may span lines, ``\\`` continues a line, ``#``
     starts a comment, and ``&&``, ``;``, ``|`` and ``&`` separate commands.
     """
     commands = []
-    for line_no, body in blocks("bash"):
-        buffer, start = "", 0
+    for page, line_no, body in _blocks("bash"):
+        buffer, start = "", ""
         for offset, line in enumerate(body.splitlines()):
             if not buffer:
-                start = line_no + 1 + offset
+                start = f"{page}:{line_no + 1 + offset}"
             buffer += line + "\n"
             if buffer.endswith("\\\n"):
                 continue
@@ -70,22 +83,22 @@ def test_the_readme_has_the_blocks_this_test_checks():
     assert len(proofgym_commands()) >= 15
 
 
-@pytest.mark.parametrize("line, argv", proofgym_commands(), ids=lambda x: str(x) if isinstance(x, int) else None)
+@pytest.mark.parametrize("line, argv", proofgym_commands(), ids=[line for line, _ in proofgym_commands()])
 def test_every_proofgym_command_line_parses(line, argv):
     parser = build_parser()
     try:
         parser.parse_args(argv)
     except SystemExit as exc:
-        pytest.fail(f"README line {line}: `proofgym {' '.join(argv)}` does not parse (exit {exc.code})")
+        pytest.fail(f"{line}: `proofgym {' '.join(argv)}` does not parse (exit {exc.code})")
 
 
 @requires_coq
 @pytest.mark.prover
-@pytest.mark.parametrize("line, code", blocks("python"), ids=lambda x: f"line{x}" if isinstance(x, int) else None)
+@pytest.mark.parametrize("line, code", blocks("python"), ids=[line for line, _ in blocks("python")])
 def test_every_python_block_runs_as_written(line, code, tmp_path):
     script = tmp_path / "snippet.py"
     script.write_text(code, encoding="utf-8")
     env = {**os.environ, "PROOFGYM_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "disabled"}
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=900)
-    assert proc.returncode == 0, f"README line {line}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{line}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
