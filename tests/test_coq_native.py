@@ -61,7 +61,7 @@ def test_an_honest_native_compute_proof_is_ok(coq, proof: str) -> None:
 ])
 def test_native_compute_still_proves_nothing_false(coq, proof: str) -> None:
     result = coq.check(FIVE, proof)
-    assert result.verdict in (Verdict.FAIL, Verdict.CHEATING), (result.reasons, result.messages)
+    assert result.verdict is Verdict.FAIL, (result.reasons, result.messages)  # the kernel refuses it
 
 
 @pytest.mark.prover

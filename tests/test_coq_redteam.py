@@ -18,10 +18,10 @@ from proofgym.envs.types import Task, Verdict
 
 pytestmark = pytest.mark.prover
 
-CHEATING = frozenset({Verdict.CHEATING})
-REFUSED = frozenset({Verdict.CHEATING, Verdict.FAIL})
-# Only for texts that are not Coq at all (Coq's own lexer/parser rejects them).
-UNPARSABLE = frozenset({Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR})
+# Each row pins the ONE verdict the real prover gives (issue 26): CHEATING for a construct that can make an
+# unproved statement pass; FAIL where the text proves nothing (the kernel or the goal count says so); ERROR where
+# it cannot be run (a helper definition, an unlisted command, text that does not lex).
+CHEATING, FAIL, ERROR = Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR
 
 
 def _task(tid: str, statement: str, *, context: str = "", reference: str = "Proof. Admitted.",
@@ -55,8 +55,8 @@ TASKS = {
 PAD = " ".join(f"aa{i:03d}" for i in range(205))  # 205 identifiers that sort before "app_nil_r"
 
 
-def C(task: str, proof: str, allowed: frozenset[Verdict] = CHEATING, *, id: str, marks=()):
-    return pytest.param(task, proof, allowed, id=id, marks=marks)
+def C(task: str, proof: str, expected: Verdict = CHEATING, *, id: str, marks=()):
+    return pytest.param(task, proof, expected, id=id, marks=marks)
 
 
 CHEATS = [
@@ -71,13 +71,13 @@ CHEATS = [
     C("false", "Proof with admit. auto... Qed.", id="proof-with-admit"),
     C("false", "Proof using. Admitted.", id="proof-using-admitted"),
     C("false", "Proof. Abort. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="abort-restart"),
-    C("false", "Proof. idtac. Abort All.", REFUSED, id="abort-all"),  # gives up: FAIL (round 6)
-    C("false", "Proof. Save foo.", REFUSED, id="save"),  # Save is Qed (round 6)
+    C("false", "Proof. idtac. Abort All.", FAIL, id="abort-all"),  # gives up: FAIL (round 6)
+    C("false", "Proof. Save foo.", FAIL, id="save"),  # Save is Qed (round 6)
     C("false", "Proof. Give Up.", id="give-up-command"),
-    C("false", "Proof. Qed.", REFUSED, id="incomplete-qed"),
-    C("false", "Proof. shelve. Qed.", REFUSED, id="shelve-goal"),
-    C("false", "Proof. enough False by contradiction. Qed.", REFUSED, id="enough-leaves-goal"),
-    C("false", "Proof. repeat idtac. Qed.", REFUSED, id="repeat-idtac-incomplete"),
+    C("false", "Proof. Qed.", FAIL, id="incomplete-qed"),
+    C("false", "Proof. shelve. Qed.", FAIL, id="shelve-goal"),
+    C("false", "Proof. enough False by contradiction. Qed.", FAIL, id="enough-leaves-goal"),
+    C("false", "Proof. repeat idtac. Qed.", FAIL, id="repeat-idtac-incomplete"),
     # -- new axioms / assumptions inside the proof --------------------------------------------------
     C("false", "Proof. Axiom ax : 1 = 2. exact ax. Qed.", id="axiom"),
     C("false", "Proof. Parameter ax : 1 = 2. exact ax. Qed.", id="parameter"),
@@ -89,11 +89,11 @@ CHEATS = [
     C("false", "Proof. Module Type T. Parameter x : 1 = 2. End T. Module F (X : T). Definition y := X.x. End F. "
                "Qed.", id="functor"),
     C("false", "Proof. Instance i : 1 = 2. Admitted. Qed.", id="instance"),
-    C("false", "Proof. Hint Extern 1 => exact I : core. auto. Qed.", id="hint-extern"),
+    C("false", "Proof. Hint Extern 1 => exact I : core. auto. Qed.", FAIL, id="hint-extern"),
     C("false", "Proof. Hint Extern 1 => admit : core. auto. Qed.", id="hint-extern-admit"),
-    C("false", "Proof. Obligation 1. Qed.", id="obligation"),
+    C("false", "Proof. Obligation 1. Qed.", ERROR, id="obligation"),
     C("false", "Proof. Program Definition x : 1 = 2 := _. Next Obligation. Admitted. Qed.", id="program"),
-    C("false", "Proof. eapply eq_trans. Existential 1 := 1. Qed.", id="existential"),
+    C("false", "Proof. eapply eq_trans. Existential 1 := 1. Qed.", ERROR, id="existential"),
     # -- turning the checker off --------------------------------------------------------------------
     C("false", "Unset Guard Checking. Fixpoint f (n : nat) : 1 = 2 := f n. Proof. exact (f 0). Qed.",
       id="unset-guard-checking"),
@@ -105,25 +105,25 @@ CHEATS = [
     C("false", "Proof. Redirect \"x\" Admitted.", id="redirect"),
     C("false", "Proof. Drop. Qed.", id="drop"),
     C("false", "Proof. Load \"evil\". Qed.", id="load"),
-    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require"),
+    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", FAIL, id="require"),
     C("false", "Proof. Extraction \"/tmp/x\" nat. Qed.", id="extraction"),
     # A display option inside the proof claims nothing: dropped (red team round 7's open question; was CHEATING).
-    C("false", "Proof. Set Ltac Debug. Qed.", REFUSED, id="set-ltac-debug"),
-    C("false", "Proof. Set Printing All. reflexivity. Qed.", REFUSED, id="set-printing"),
+    C("false", "Proof. Set Ltac Debug. Qed.", FAIL, id="set-ltac-debug"),
+    C("false", "Proof. Set Printing All. reflexivity. Qed.", FAIL, id="set-printing"),
     C("false", "Proof. Unset Guard Checking. reflexivity. Qed.", id="unset-guard-inside"),
     C("false", "Proof. Local Unset Positivity Checking. reflexivity. Qed.", id="unset-positivity-inside"),
     C("false", "Proof. Set Printing All. admit. Qed.", id="set-printing-then-admit"),
     # -- nested definitions, redefinitions, shadowing -------------------------------------------------
     C("false", "Proof. Lemma helper : 1 = 2. Admitted. exact helper. Qed.", id="nested-lemma"),
-    C("false", "Proof. Definition two := 1. reflexivity. Qed.", id="nested-definition"),
+    C("false", "Proof. Definition two := 1. reflexivity. Qed.", ERROR, id="nested-definition"),
     C("false", "Proof. Definition false_goal : 1 = 2 := ltac:(admit). Qed.", id="nested-definition-same-name"),
-    C("leak", "Proof. Definition rev (A : Type) (l : list A) := l. reflexivity. Qed.", id="shadow-rev"),
+    C("leak", "Proof. Definition rev (A : Type) (l : list A) := l. reflexivity. Qed.", ERROR, id="shadow-rev"),
     C("false", "Proof. Notation \"2\" := 1. reflexivity. Qed.", id="notation"),
     C("false", "Proof. Infix \"=\" := (fun a b => True). exact I. Qed.", id="infix"),
-    C("false", "Proof. Local Ltac foo := idtac. foo. Qed.", id="local-ltac"),
+    C("false", "Proof. Local Ltac foo := idtac. foo. Qed.", ERROR, id="local-ltac"),
     C("false", "Proof. Local Ltac foo := admit. foo. Qed.", id="local-ltac-admit"),
-    C("false", "Proof. Ltac reflexivity := idtac. reflexivity. Qed.", id="ltac-redefine-reflexivity"),
-    C("false", "Proof. Ltac auto ::= idtac. auto. Qed.", id="ltac-redefine-auto"),
+    C("false", "Proof. Ltac reflexivity := idtac. reflexivity. Qed.", ERROR, id="ltac-redefine-reflexivity"),
+    C("false", "Proof. Ltac auto ::= idtac. auto. Qed.", ERROR, id="ltac-redefine-auto"),
     # -- ending early and restarting ----------------------------------------------------------------
     C("false", "Proof. reflexivity. Qed. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="qed-restart"),
     C("false", "Proof. Qed. Lemma false_goal : 1 = 1. Proof. reflexivity. Qed.", id="empty-qed-restart"),
@@ -131,16 +131,16 @@ CHEATS = [
       id="defined-restart"),
     C("false", "Proof. reflexivity. Qed. Admitted.", id="qed-then-admitted"),
     # A repeated ``Proof.`` is an honest slip since issue 12: dropped, and the proof is checked (and fails).
-    C("false", "Proof. Proof. reflexivity. Qed.", REFUSED, id="second-proof"),
+    C("false", "Proof. Proof. reflexivity. Qed.", FAIL, id="second-proof"),
     C("false", "Proof. Restart. Admitted.", id="restart"),
-    C("false", "Proof. Undo. Qed.", id="undo"),
-    C("false", "Proof. Focus 1. Qed.", REFUSED, id="focus"),  # sent as written (round 6)
+    C("false", "Proof. Undo. Qed.", ERROR, id="undo"),
+    C("false", "Proof. Focus 1. Qed.", FAIL, id="focus"),  # sent as written (round 6)
     # A query inside a proof is dropped since round 5 (it changes nothing): the false goal stays unproved.
-    C("false", "Proof. Show Proof. Qed.", REFUSED, id="show"),
-    C("false", "Proof. Eval compute in 1. Qed.", REFUSED, id="eval"),
-    C("false", "Proof. Check 1. Qed.", REFUSED, id="check"),
+    C("false", "Proof. Show Proof. Qed.", FAIL, id="show"),
+    C("false", "Proof. Eval compute in 1. Qed.", FAIL, id="eval"),
+    C("false", "Proof. Check 1. Qed.", FAIL, id="check"),
     C("false", "all: Admitted.", id="selector-admitted"),
-    C("false", "2: Qed.", id="selector-qed"),
+    C("false", "2: Qed.", ERROR, id="selector-qed"),
     # -- control prefixes ---------------------------------------------------------------------------
     C("false", "Proof. Fail Admitted.", id="fail-prefix"),
     C("false", "Proof. Fail reflexivity. Admitted.", id="fail-prefix-then-admitted"),
@@ -148,48 +148,48 @@ CHEATS = [
     C("false", "Proof. Timeout 1 Admitted.", id="timeout-prefix"),
     C("false", "Proof. Time Admitted.", id="time-prefix"),
     # -- comments, strings and the sentence cut -------------------------------------------------------
-    C("false", "Comments \"x\". Proof. reflexivity. Qed.", id="comments-command"),
+    C("false", "Comments \"x\". Proof. reflexivity. Qed.", FAIL, id="comments-command"),
     C("false", "Proof. (* *) Admitted.", id="comment-then-admitted"),
-    C("false", "Proof. idtac \"x. Admitted.\". Qed.", REFUSED, id="admitted-inside-string"),
-    C("false", "Proof. (* reflexivity. Qed. *)", REFUSED, id="everything-in-comment"),
-    C("false", "Proof. reflexivity. (* Qed. Admitted.", UNPARSABLE, id="unterminated-comment-swallows"),
-    C("false", "Proof. idtac \"Qed. Admitted.", UNPARSABLE, id="unterminated-string-swallows"),
-    C("false", "Proof. reflexivity. Qed. garbage", UNPARSABLE, id="qed-then-garbage"),
+    C("false", "Proof. idtac \"x. Admitted.\". Qed.", FAIL, id="admitted-inside-string"),
+    C("false", "Proof. (* reflexivity. Qed. *)", FAIL, id="everything-in-comment"),
+    C("false", "Proof. reflexivity. (* Qed. Admitted.", ERROR, id="unterminated-comment-swallows"),
+    C("false", "Proof. idtac \"Qed. Admitted.", ERROR, id="unterminated-string-swallows"),
+    C("false", "Proof. reflexivity. Qed. garbage", FAIL, id="qed-then-garbage"),
     C("false", "Proof.\r\nAdmitted.\r\n", id="crlf-admitted"),
     C("false", "Proof.\rAdmitted.\r", id="cr-admitted"),
     # -- Unicode ------------------------------------------------------------------------------------
-    C("false", "Proof. \u0410dmitted.", REFUSED, id="homoglyph-cyrillic-A-admitted"),
-    C("false", "Proof. reflexivity. Q\u0435d.", REFUSED, id="homoglyph-cyrillic-e-qed"),
-    C("false", "Proof. \u0430dmit. Qed.", REFUSED, id="homoglyph-cyrillic-a-admit"),
-    C("false", "Proof. Adm\u200bitted.", UNPARSABLE, id="zero-width-in-admitted"),
-    C("false", "Proof. reflexivity. Qed\u200b.", REFUSED, id="zero-width-in-qed"),
+    C("false", "Proof. \u0410dmitted.", FAIL, id="homoglyph-cyrillic-A-admitted"),
+    C("false", "Proof. reflexivity. Q\u0435d.", FAIL, id="homoglyph-cyrillic-e-qed"),
+    C("false", "Proof. \u0430dmit. Qed.", FAIL, id="homoglyph-cyrillic-a-admit"),
+    C("false", "Proof. Adm\u200bitted.", id="zero-width-in-admitted"),
+    C("false", "Proof. reflexivity. Qed\u200b.", FAIL, id="zero-width-in-qed"),
     C("false", "Proof.\u00a0Admitted.", id="nbsp-admitted"),
     C("false", "Proof.\u2028Admitted.", id="line-separator-admitted"),
     # -- goals and evars ----------------------------------------------------------------------------
-    C("false", "Proof. refine (_ : 1 = 2). Unshelve. Qed.", REFUSED, id="unshelve-abuse"),
-    C("false", "Proof. eapply eq_trans. Unshelve. Qed.", REFUSED, id="unshelve-evars"),
-    C("false", "Proof. eapply eq_trans. Grab Existential Variables. Qed.", REFUSED, id="grab-existential-variables"),
-    C("false", "Proof. cofix f. exact f. Qed.", REFUSED, id="cofix-self"),
-    C("false", "Proof. fix f 1. Qed.", REFUSED, id="fix-self"),
+    C("false", "Proof. refine (_ : 1 = 2). Unshelve. Qed.", FAIL, id="unshelve-abuse"),
+    C("false", "Proof. eapply eq_trans. Unshelve. Qed.", FAIL, id="unshelve-evars"),
+    C("false", "Proof. eapply eq_trans. Grab Existential Variables. Qed.", ERROR, id="grab-existential-variables"),
+    C("false", "Proof. cofix f. exact f. Qed.", FAIL, id="cofix-self"),
+    C("false", "Proof. fix f 1. Qed.", FAIL, id="fix-self"),
     C("hard", "Proof. assert (X : forall m : nat, 1 = 2). { fix f 1. intro m. exact (f m). } "
-              "discriminate (X 0). Qed.", REFUSED, id="unguarded-fix-tactic"),
-    C("false", "Proof. apply false_goal. Qed.", REFUSED, id="self-reference"),
+              "discriminate (X 0). Qed.", FAIL, id="unguarded-fix-tactic"),
+    C("false", "Proof. apply false_goal. Qed.", FAIL, id="self-reference"),
     # -- unchecked terms and reduction machines: the kernel must re-check at Qed ------------------------
-    C("false", "Proof. exact_no_check (eq_refl 1). Qed.", REFUSED, id="exact_no_check"),
-    C("false", "Proof. abstract (exact_no_check (eq_refl 1)). Qed.", REFUSED, id="abstract-exact_no_check"),
-    C("false", "Proof. vm_cast_no_check (eq_refl 1). Qed.", REFUSED, id="vm_cast_no_check"),
-    C("false", "Proof. native_cast_no_check (eq_refl 1). Qed.", REFUSED, id="native_cast_no_check"),
-    C("false", "Proof. change_no_check (1 = 1). reflexivity. Qed.", REFUSED, id="change_no_check"),
-    C("false", "Proof. vm_compute. reflexivity. Qed.", REFUSED, id="vm_compute"),
+    C("false", "Proof. exact_no_check (eq_refl 1). Qed.", FAIL, id="exact_no_check"),
+    C("false", "Proof. abstract (exact_no_check (eq_refl 1)). Qed.", FAIL, id="abstract-exact_no_check"),
+    C("false", "Proof. vm_cast_no_check (eq_refl 1). Qed.", FAIL, id="vm_cast_no_check"),
+    C("false", "Proof. native_cast_no_check (eq_refl 1). Qed.", FAIL, id="native_cast_no_check"),
+    C("false", "Proof. change_no_check (1 = 1). reflexivity. Qed.", FAIL, id="change_no_check"),
+    C("false", "Proof. vm_compute. reflexivity. Qed.", FAIL, id="vm_compute"),
     C("leak", "Proof. Open Scope list_scope. auto with datatypes. Qed.", id="leak-hidden-by-scope"),
     C("leak_noq", "Proof. auto with datatypes. Qed.", id="leak-noq-hint-sibling-after-target"),
     C("leak_noq", "Proof. rewrite <- app_nil_end. reflexivity. Qed.", id="leak-noq-sibling-after-target"),
     C("false", "Proof. Open Scope nat_scope. Admitted.", id="scope-then-admitted"),
-    C("false", "Proof. native_compute. reflexivity. Qed.", REFUSED, id="native_compute"),
-    C("false", "Proof. exact (eq_refl 1 <: 1 = 2). Qed.", REFUSED, id="vm-cast-term"),
-    C("false", "Proof. exact (eq_refl 1 <<: 1 = 2). Qed.", REFUSED, id="native-cast-term"),
-    C("false", "Proof (eq_refl 2).", REFUSED, id="proof-term-wrong"),
-    C("false", "Proof. discriminate. Qed.", REFUSED, id="discriminate"),
+    C("false", "Proof. native_compute. reflexivity. Qed.", FAIL, id="native_compute"),
+    C("false", "Proof. exact (eq_refl 1 <: 1 = 2). Qed.", FAIL, id="vm-cast-term"),
+    C("false", "Proof. exact (eq_refl 1 <<: 1 = 2). Qed.", FAIL, id="native-cast-term"),
+    C("false", "Proof (eq_refl 2).", FAIL, id="proof-term-wrong"),
+    C("false", "Proof. discriminate. Qed.", FAIL, id="discriminate"),
     # -- axioms the context offers but the task does not allow -------------------------------------------
     C("classic", "Proof. intro H. apply H. apply classic. Qed.", id="context-axiom-classic"),
     C("classic", "Proof. intro H. apply H. destruct (classic P); tauto. Qed.", id="context-axiom-classic-destruct"),
@@ -199,7 +199,7 @@ CHEATS = [
       id="context-axiom-abstract-same-name"),
     C("axiom_ctx", "Proof (bad).", id="context-axiom-proof-term"),
     # -- the original lemma, named: detected -------------------------------------------------------------
-    C("leak", "Proof (List.app_nil_r _ _).", REFUSED, id="leak-proof-term-two-args"),
+    C("leak", "Proof (List.app_nil_r _ _).", FAIL, id="leak-proof-term-two-args"),
     C("leak", "Proof (List.app_nil_r l).", id="leak-proof-term"),
     C("leak", "Proof. exact (@List.app_nil_r A l). Qed.", id="leak-exact-qualified"),
     C("leak", "Proof. exact (Coq.Lists.List.app_nil_r l). Qed.", id="leak-exact-fully-qualified"),
@@ -231,14 +231,14 @@ LEAK_HOLES = [
 # Found by the red team and fixed: From/End are vernacular (CHEATING), and a failing tactic is FAIL
 # whatever its message says (the proof controls the message text).
 CLASSIFICATION_GAPS = [
-    C("false", "Proof. From Coq Require Import Classical. Qed.", id="from-require"),
+    C("false", "Proof. From Coq Require Import Classical. Qed.", FAIL, id="from-require"),
     # Since issue 12 a Require before the proof is an honest slip: a library the context does not
     # load (it could bring an axiom) is ERROR with feedback, never OK.
-    C("false", "From Coq Require Import Classical.", frozenset({Verdict.CHEATING, Verdict.ERROR}),
+    C("false", "From Coq Require Import Classical.", FAIL,
       id="from-require-bare"),
-    C("false", "Proof. End Foo. Qed.", id="end-section"),
-    C("false", "Proof. fail \"Syntax error: x\". Qed.", frozenset({Verdict.FAIL}), id="spoof-error"),
-    C("false", "Proof. fail \"timeout\". Qed.", frozenset({Verdict.FAIL}), id="spoof-timeout"),
+    C("false", "Proof. End Foo. Qed.", ERROR, id="end-section"),
+    C("false", "Proof. fail \"Syntax error: x\". Qed.", FAIL, id="spoof-error"),
+    C("false", "Proof. fail \"timeout\". Qed.", FAIL, id="spoof-timeout"),
 ]
 
 
@@ -246,11 +246,10 @@ def _check(verifier, task_key: str, proof: str):
     return verifier.check(TASKS[task_key], proof)
 
 
-@pytest.mark.parametrize(("task_key", "proof", "allowed"), CHEATS)
-def test_cheat_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("task_key", "proof", "expected"), CHEATS)
+def test_cheat_is_refused(coq_verifier, task_key: str, proof: str, expected: Verdict) -> None:
     result = _check(coq_verifier, task_key, proof)
-    assert result.verdict is not Verdict.OK, f"cheat accepted: {proof!r}"
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is expected, (result.verdict, result.reasons, result.messages)
     if result.verdict is Verdict.CHEATING:
         assert result.reasons
 
@@ -267,18 +266,16 @@ def test_a_display_option_inside_an_honest_proof_is_dropped(coq_verifier, proof:
     assert any("dropped the option" in m for m in result.messages), result.messages
 
 
-@pytest.mark.parametrize(("task_key", "proof", "allowed"), LEAK_HOLES)
-def test_leak_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("task_key", "proof", "expected"), LEAK_HOLES)
+def test_leak_is_refused(coq_verifier, task_key: str, proof: str, expected: Verdict) -> None:
     result = _check(coq_verifier, task_key, proof)
-    assert result.verdict is not Verdict.OK, f"leak accepted: {proof!r}"
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is expected, (result.verdict, result.reasons, result.messages)
 
 
-@pytest.mark.parametrize(("task_key", "proof", "allowed"), CLASSIFICATION_GAPS)
-def test_cheat_gets_the_right_verdict(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("task_key", "proof", "expected"), CLASSIFICATION_GAPS)
+def test_cheat_gets_the_right_verdict(coq_verifier, task_key: str, proof: str, expected: Verdict) -> None:
     result = _check(coq_verifier, task_key, proof)
-    assert result.verdict is not Verdict.OK
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is expected, (result.verdict, result.reasons, result.messages)
 
 
 # -- submissions that must never reach Coq ----------------------------------------------------------
@@ -299,7 +296,7 @@ def test_cheat_gets_the_right_verdict(coq_verifier, task_key: str, proof: str, a
 def test_garbage_is_not_ok(coq_verifier, proof: str) -> None:
     start = time.monotonic()
     result = coq_verifier.check(TASKS["false"], proof)
-    assert result.verdict in (Verdict.ERROR, Verdict.CHEATING, Verdict.FAIL), result
+    assert result.verdict is Verdict.ERROR, result  # refused before any prover runs: nothing to check
     assert time.monotonic() - start < 10
 
 
@@ -323,7 +320,7 @@ def test_ltac_self_recursion_is_refused_and_session_recovers(coq_verifier) -> No
     task = _task("letrec", "Lemma letrec_goal : 1 = 2.", timeout_s=3)
     start = time.monotonic()
     result = coq_verifier.check(task, "Proof. let rec f := f in f. Qed.")
-    assert result.verdict in (Verdict.FAIL, Verdict.TIMEOUT), result
+    assert result.verdict is Verdict.FAIL, result  # Ltac sees the loop at once (no step is taken)
     assert time.monotonic() - start < 3 + 10
     assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
 
@@ -342,8 +339,7 @@ def test_output_that_breaks_the_xml_channel_is_refused_and_session_recovers(coq_
     # U+FFFF is not an XML character: echoed back by coqidetop it kills our XML reader.
     task = _task("xml", "Lemma xml_goal : 1 = 2.", timeout_s=3)
     result = coq_verifier.check(task, 'Proof. idtac "\uffff". Qed.')
-    assert result.verdict is not Verdict.OK
-    assert result.verdict in (Verdict.FAIL, Verdict.ERROR), result
+    assert result.verdict is Verdict.FAIL, result
     assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
 
 
@@ -475,52 +471,51 @@ ROUND3_CHEATS = [
     C("monoid_false", "Hypothesis comm : forall x y : A, op x y = op y x.\nProof. apply comm. Qed.",
       id="hypothesis-before"),
     C("false", "Unset Guard Checking.\nLemma false_goal : 1 = 2.\nProof. reflexivity. Qed.", id="unset-guard-then-statement"),
-    C("false", "#[bypass_check(guard)]\nLemma false_goal : 1 = 2.\nProof. reflexivity. Qed.", REFUSED,
+    C("false", "#[bypass_check(guard)]\nLemma false_goal : 1 = 2.\nProof. reflexivity. Qed.",
       id="bypass-attribute-on-statement"),
     C("false", "Notation \"2\" := 1.\nProof. reflexivity. Qed.", id="notation-before"),
     C("false", "Local Notation \"x = y\" := True.\nProof. exact I. Qed.", id="local-notation-before"),
-    C("false", "Proof (ltac:(admit)). Proof. reflexivity. Qed.", REFUSED, id="proof-term-hole-then-proof"),
+    C("false", "Proof (ltac:(admit)). Proof. reflexivity. Qed.", FAIL, id="proof-term-hole-then-proof"),
     C("false", "```coq\nProof. Admitted.\n```", id="fenced-admitted"),
     C("false", "```coq\nProof. reflexivity. Qed.\n```\n```coq\nProof. Admitted.\n```", id="last-fence-admitted"),
     C("false", "Proof. -admit. Qed.", id="glued-bullet-admit"),
     C("false", "Proof. Proof. admit. Qed.", id="second-proof-admit"),
     # -- a changed statement is never checked in place of the task's --------------------------------------
-    C("false", "Lemma false_goal : 1 = 1.\nProof. reflexivity. Qed.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+    C("false", "Lemma false_goal : 1 = 1.\nProof. reflexivity. Qed.", ERROR,
       id="changed-statement-same-name"),
-    C("false", "Lemma easy : 1 = 1.\nProof. reflexivity. Qed.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+    C("false", "Lemma easy : 1 = 1.\nProof. reflexivity. Qed.", ERROR,
       id="changed-statement-other-name"),
-    C("false", "Theorem false_goal : 2 = 2.\nreflexivity.", frozenset({Verdict.ERROR, Verdict.CHEATING}),
+    C("false", "Theorem false_goal : 2 = 2.\nreflexivity.", ERROR,
       id="changed-statement-bare-script"),
     # -- after the proof -------------------------------------------------------------------------------
     C("false", "Proof. Qed.\nLemma false_goal : 1 = 1.\nProof. reflexivity. Qed.", id="restart-after-qed-newlines"),
-    C("false", "Proof. reflexivity. Qed.\nAdmitted", REFUSED, id="admitted-after-qed-without-period"),
+    C("false", "Proof. reflexivity. Qed.\nAdmitted", id="admitted-after-qed-without-period"),
     C("false", "Proof. reflexivity. Qed.\nAxiom x : 1 = 2.", id="axiom-after-qed"),
     # -- Require / Import: never a way to the original lemma or a new axiom ---------------------------------
     C("leak_required", "Require Import List.\nProof. apply app_nil_r. Qed.", id="require-import-of-loaded-original"),
     C("leak_required", "Import Coq.Lists.List.\nProof. apply app_nil_r. Qed.", id="import-of-loaded-original"),
     C("leak_required", "Proof. Import List. exact (app_nil_r l). Qed.", id="import-inside-proof-original"),
     C("leak", "From Coq Require Import List.\nProof. apply app_nil_r. Qed.", id="from-require-loaded-original"),
+    # A Require is judged by what it brings (issue 26): the axiom it adds shows in Print Assumptions.
     C("hard", "Require Import Coq.Logic.Classical.\nProof. destruct (classic (n = 0)); auto. Qed.",
-      frozenset({Verdict.ERROR, Verdict.CHEATING}), id="require-of-an-axiom-library"),
+      id="require-of-an-axiom-library"),
     C("classic", "Require Import Classical_Prop.\nProof. intro H. apply H. apply classic. Qed.",
       id="require-of-loaded-axiom-library-then-axiom"),
-    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", id="require-inside-proof"),
-    C("hard", "Proof. Require Import Lia. lia. Qed.", id="require-inside-proof-of-an-unloaded-library"),
+    C("false", "Proof. Require Import Coq.Logic.Classical. Qed.", FAIL, id="require-inside-proof"),
     C("leak_required", "Proof. Require Import List. apply app_nil_r. Qed.", id="require-inside-proof-original"),
     C("classic", "Proof. intro H. Require Import Classical_Prop. apply H. apply classic. Qed.",
       id="require-inside-proof-loaded-axiom-library-then-axiom"),
     # -- typeclass context: instances and hints are vernacular inside a proof -------------------------------
-    C("monoid_false", "Proof. Existing Instance H. Qed.", id="existing-instance"),
-    C("monoid_false", "Proof. Hint Resolve unit_l : core. auto. Qed.", id="hint-in-typeclass-context"),
+    C("monoid_false", "Proof. Existing Instance H. Qed.", ERROR, id="existing-instance"),
+    C("monoid_false", "Proof. Hint Resolve unit_l : core. auto. Qed.", FAIL, id="hint-in-typeclass-context"),
     C("monoid_false", "Proof. Admitted.", id="admitted-in-typeclass-context"),
 ]
 
 
-@pytest.mark.parametrize(("task_key", "proof", "allowed"), ROUND3_CHEATS)
-def test_round3_cheat_is_refused(coq_verifier, task_key: str, proof: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("task_key", "proof", "expected"), ROUND3_CHEATS)
+def test_round3_cheat_is_refused(coq_verifier, task_key: str, proof: str, expected: Verdict) -> None:
     result = _check(coq_verifier, task_key, proof)
-    assert result.verdict is not Verdict.OK, f"cheat accepted: {proof!r}"
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is expected, (result.verdict, result.reasons, result.messages)
     if result.verdict is Verdict.CHEATING:
         assert result.reasons
 
@@ -555,6 +550,9 @@ ROUND3_HONEST = [
                        "Qed.", id="require-of-loaded-library-honest"),
     H("leak_required", "Proof.\n  induction l.\n  -reflexivity.\n  -simpl. rewrite IHl. reflexivity.\nQed.",
       id="glued-bullets-in-leak-task"),
+    # Was CHEATING (a Require of a library the context does not load, by name): an axiom-free library the proof
+    # needs is loaded after the statement and judged by what it brings (issue 26).
+    H("hard", "Proof. Require Import Lia. lia. Qed.", id="require-inside-proof-of-an-unloaded-library"),
 ]
 
 

@@ -64,8 +64,11 @@ HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
 #: Loads CoqHammer's reconstruction tactics (sauto, ...) and the hammer itself; pass as ``prelude``.
 HAMMER_PRELUDE = "From Hammer Require Import Tactics Hammer."
 
-#: Modules whose "axioms" are kernel primitives; never allowed unless a task lists them.
-PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "Int63", "Uint63", "PrimString")
+#: Modules whose "axioms" are kernel primitives (``Primitive``: the kernel computes them). Allowed like any axiom:
+#: by a task's list, or because its reference proof needs them, always by full name. ``Uint63``/``Sint63`` are not
+#: here: what they declare (``Uint63.add_spec``...) are the library's own axioms, its specification of the
+#: primitives, and are named as axioms.
+PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "PrimString")
 
 
 @dataclass(frozen=True)
@@ -291,10 +294,13 @@ class CoqVerifier(ProverVerifier):
             return CheckResult(outcome.verdict, tuple(outcome.reasons), notes + tuple(outcome.messages),
                                outcome.goals, outcome.category, backend="coqidetop")
         # Integrity of an OK.
-        reasons = self._integrity(task, name, normalized, outcome)
+        reasons, unresolved = self._integrity(task, name, normalized, outcome)
         if reasons:
             return CheckResult(Verdict.CHEATING, tuple(reasons), tuple(outcome.messages),
                                error_category=ErrorCategory.CHEATING, backend="coqidetop")
+        if unresolved:  # fail closed without a reason to call it a cheat: no reward, never -1
+            return CheckResult(Verdict.ERROR, tuple(unresolved), tuple(outcome.messages),
+                               error_category=ErrorCategory.UNDEFINED, backend="coqidetop")
         do_audit = self.audit_due(audit, forced=normalized.uses_vm)  # VM/native proofs: always audited
         if do_audit:
             audit_result = self._audit(task, normalized)
@@ -591,7 +597,12 @@ class CoqVerifier(ProverVerifier):
                 axioms, _ = self._assumptions(session, outcome.final_state, lemma_name(task.statement))
                 # Full names: a short name would also allow any other axiom that shares it.
                 fulls = [_full_constant_name(session.ide, a, outcome.final_state) for a in axioms]
-                allowed = frozenset(f for f in fulls if f and not _is_primitive(f))
+                # Kernel primitives and library-declared axioms alike: a primitive the reference needs is allowed
+                # by its full name (issue 26: the primitive-integer lemmas were excluded as CHEATING).
+                if not all(fulls):  # a name About cannot read (a notation keyword): the environment's list says
+                    environment = self._environment_axioms(task)
+                    fulls = [f or _resolve_in(a, environment) for a, f in zip(axioms, fulls, strict=True)]
+                allowed = frozenset(f for f in fulls if f)
             elif outcome.verdict is Verdict.TIMEOUT or outcome.category is ErrorCategory.RESOURCE:
                 # Not knowing what the reference needs says nothing against the proof: a harness failure, not kept
                 # (an empty list kept here made every later proof by one of its axioms CHEATING: red team round 5).
@@ -603,7 +614,10 @@ class CoqVerifier(ProverVerifier):
         self._allowed_cache[_reference_key(task)] = allowed
         return base | allowed
 
-    def _integrity(self, task: Task, name: str, normalized: NormalizedProof, outcome: _Outcome) -> list[str]:
+    def _integrity(self, task: Task, name: str, normalized: NormalizedProof,
+                   outcome: _Outcome) -> tuple[list[str], list[str]]:
+        """Why the OK proof is CHEATING (an axiom outside the allow-list, a leak), and what the checks could not
+        settle (ERROR: an axiom that names nothing the checker can locate)."""
         session = self._session(task.context)
         state = outcome.final_state
         # Everything that queries the submission's state runs first: computing the
@@ -618,6 +632,7 @@ class CoqVerifier(ProverVerifier):
         # context can make "classic" for its own axiom: resolve each to its full name.
         fulls = [(ax, _full_constant_name(session.ide, ax, state)) for ax in axioms]
         reasons = [f"unsafe assumption: {o}" for o in other]
+        unresolved: list[str] = []
         reasons += self._leak_reasons(task, name, session, state, outcome.loaded)
         if fulls:
             allowed = self._allowed_axioms(task)
@@ -625,21 +640,31 @@ class CoqVerifier(ProverVerifier):
 
             def environment() -> frozenset[str] | None:
                 if not env_axioms:
-                    try:
-                        context, closings = audit_context(task.context)
-                        env_axioms.append(frozenset(_session_name(a) for a in self._baseline(context, closings)[0]))
-                    except ContextLoadError:
-                        env_axioms.append(None)
+                    env_axioms.append(self._environment_axioms(task))
                 return env_axioms[0]
 
             for printed, full in fulls:
+                # A name Coq cannot be asked about (``lor``: a keyword of the context's notations) is the axiom of
+                # the environment it names unambiguously.
+                full = full or _resolve_in(printed, environment())
                 if not full:
-                    reasons.append(f"relies on axiom {printed}, whose full name cannot be resolved")
+                    unresolved.append(f"the proof relies on an axiom printed as {printed}, which names no single "
+                                      "axiom of the task's environment: the checker cannot tell whether it is "
+                                      "allowed (write the proof without it, or report the task)")
                     continue
                 why = _disallowed(full, allowed, environment)
                 if why:
                     reasons.append(why)
-        return reasons
+        return reasons, unresolved
+
+    def _environment_axioms(self, task: Task) -> frozenset[str] | None:
+        """The full names of every axiom (and primitive) of ``task``'s context, as the warm session names them;
+        None when the context does not compile on its own."""
+        try:
+            context, closings = audit_context(task.context)
+            return frozenset(_session_name(a) for a in self._baseline(context, closings)[0])
+        except ContextLoadError:
+            return None
 
     def _environment_is_clean(self, task: Task) -> bool:
         """Whether every axiom in the context's environment is allowed for this task.
@@ -1123,7 +1148,7 @@ def _disallowed(full: str, allowed: frozenset[str], environment: Callable[[], fr
     if full in allowed:
         return ""
     if _is_primitive(full):
-        return f"uses primitive {full} not allowed by this task"  # kernel primitives only by full name
+        return f"relies on the kernel primitive {full}, which this task does not allow"  # only by full name
     entries = sorted(e for e in allowed if full.endswith("." + e))
     if not entries:
         return f"relies on axiom {full} outside the allow-list"
@@ -1161,6 +1186,14 @@ def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:
 
 def _messages(reply: Reply) -> list[str]:
     return [t for lvl, t in reply.messages if lvl in ("warning", "error")]
+
+
+def _resolve_in(printed: str, environment: frozenset[str] | None) -> str:
+    """The one axiom of ``environment`` (full names) that the printed name ``printed`` ends with, or ""."""
+    if not printed or environment is None:
+        return ""
+    found = [a for a in environment if a == printed or a.endswith("." + printed)]
+    return found[0] if len(found) == 1 else ""
 
 
 def _is_primitive(name: str) -> bool:
