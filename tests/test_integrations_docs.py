@@ -7,7 +7,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "integrations"
 PAGES = ("trl", "openenv", "verifiers", "verl", "openrlhf")
-_EXAMPLE = re.compile(r"<!-- example:[^>]*-->\s*```python\n(.*?)```", re.S)
+_EXAMPLE = re.compile(r"<!-- example:[^>]*-->\s*```python\n(.*?)^```[ \t]*$", re.S | re.M)  # a fence at a line start
 
 
 def doc_example(page: str) -> str:

@@ -1,0 +1,163 @@
+"""The OpenEnv environment (``training/integrations/openenv_env.py``) served by OpenEnv's own ``create_app``.
+
+A uvicorn server on 127.0.0.1 runs the app; OpenEnv's generic WebSocket client (``GenericEnvClient``,
+what a user of any OpenEnv environment has) plays scripted episodes against the real Coq verifier on
+the packaged ``coq-tiny`` suite, and OpenEnv's own runtime validator checks the server.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openenv.core", reason="pip install 'proofgym[openenv]'")
+uvicorn = pytest.importorskip("uvicorn")
+
+from openenv.core import GenericEnvClient  # noqa: E402
+
+from proofgym.envs.errors import VerifierCrashed  # noqa: E402
+from proofgym.envs.types import CheckResult, Task  # noqa: E402
+from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
+from proofgym.training.integrations.core import ProofScorer  # noqa: E402
+from proofgym.training.integrations.openenv_env import ProofAction, ProofgymEnvironment, make_app  # noqa: E402
+from tests.conftest import requires_coq  # noqa: E402
+
+TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
+OK_REPLY = "```coq\nProof. lia. Qed.\n```"
+FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
+CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
+PACKAGE = Path(__file__).resolve().parent.parent / "examples" / "integrations" / "openenv"
+
+
+class FakeBrokenVerifier:
+    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
+
+    system = "coq"
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        raise VerifierCrashed("fake: coqidetop died")
+
+    def close(self) -> None:
+        pass
+
+
+class _Server(uvicorn.Server):
+    """uvicorn on a free loopback port that says when it listens (an event, not a sleep)."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio"))
+        self.listening = threading.Event()
+        self.port = 0
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.port = self.servers[0].sockets[0].getsockname()[1]
+        self.listening.set()
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    server = _Server(app)
+    thread = threading.Thread(target=server.run, name="openenv-test-server", daemon=True)
+    thread.start()
+    try:
+        assert server.listening.wait(30), "the OpenEnv server did not start"
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@requires_coq
+@pytest.mark.prover
+def test_openenvs_client_gets_ok_fail_cheating_and_a_repair_from_real_coq(coq_verifier):
+    with InProcessPool({"coq": coq_verifier}) as pool, serving(make_app("coq-tiny", pool=pool)) as url, \
+            GenericEnvClient(base_url=url).sync() as env:
+        first = env.reset(task_id=TASK)
+        assert first.reward is None and not first.done
+        assert "lt_le" in first.observation["prompt"][-1]["content"]
+
+        failed = env.step({"proof": FAIL_REPLY})  # a wrong proof: FAIL, and the feedback turn to repair with
+        assert (failed.reward, failed.done, failed.observation["verdict"]) == (0.0, False, "FAIL")
+        assert failed.observation["prompt"][-1]["role"] == "user" and failed.observation["feedback"]
+        repaired = env.step({"proof": OK_REPLY})
+        assert (repaired.reward, repaired.done, repaired.observation["verdict"]) == (1.0, True, "OK")
+        assert env.state()["verdicts"] == ["FAIL", "OK"]
+
+        env.reset(task_id=TASK)
+        cheat = env.step({"proof": CHEAT_REPLY})
+        assert (cheat.reward, cheat.done, cheat.observation["verdict"]) == (-1.0, True, "CHEATING")
+
+
+@requires_coq
+@pytest.mark.prover
+def test_the_pages_example_runs_against_a_served_app(coq_verifier, capsys):
+    from tests.test_integrations_docs import doc_example
+
+    with InProcessPool({"coq": coq_verifier}) as pool, serving(make_app("coq-tiny", pool=pool)) as url:
+        code = doc_example("openenv").replace("http://127.0.0.1:8000", url)
+        exec(compile(code, "docs/integrations/openenv.md", "exec"), {})  # noqa: S102 - the page's own example
+    assert capsys.readouterr().out.splitlines()[-2:] == ["FAIL 0.0 False", "OK 1.0 True"]
+
+
+def test_a_harness_failure_is_no_reward_over_the_websocket():
+    with InProcessPool({"coq": FakeBrokenVerifier()}) as pool, serving(make_app("coq-tiny", pool=pool)) as url, \
+            GenericEnvClient(base_url=url).sync() as env:
+        env.reset(task_id=TASK)
+        broken = env.step({"proof": OK_REPLY})
+        assert (broken.reward, broken.done, broken.observation["verdict"]) == (None, True, None)
+        assert broken.observation["harness_error"] == "verifier: VerifierCrashed: fake: coqidetop died"
+
+
+def test_openenvs_runtime_validator_passes_the_server():
+    from openenv.cli._validation import validate_running_environment
+
+    with InProcessPool({"coq": FakeBrokenVerifier()}) as pool, serving(make_app("coq-tiny", pool=pool)) as url:
+        report = validate_running_environment(url, timeout_s=30)
+    assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
+
+
+def test_reset_draws_a_task_from_the_seed_and_step_before_reset_is_an_observation():
+    with InProcessPool({"coq": FakeBrokenVerifier()}) as pool:
+        scorer = ProofScorer("coq-tiny", pool=pool)
+        env = ProofgymEnvironment(scorer)
+        lost = env.step(ProofAction(proof=OK_REPLY))
+        assert lost.done and lost.reward is None and "reset()" in lost.harness_error
+        drawn = {env.reset(seed=3).task_id for _ in range(2)}
+        assert len(drawn) == 1  # the same seed draws the same task
+
+
+def test_the_hub_package_passes_openenvs_local_validator_but_for_the_lock_file():
+    from openenv.cli._validation import validate_multi_mode_deployment
+
+    ok, issues = validate_multi_mode_deployment(PACKAGE)
+    # `uv lock` writes uv.lock from the index at publish time (docs/integrations/openenv.md): a lock file names
+    # the index's hosts and pins a moment's releases, so it is made where the package is pushed, not kept here.
+    assert (ok, issues) == (False, ["Missing uv.lock - run 'uv lock' to generate it"])
+
+
+def test_the_hub_packages_server_serves_the_suite_it_is_told(monkeypatch):
+    import importlib.util
+
+    from openenv.cli._validation import validate_running_environment
+
+    monkeypatch.setenv("PROOFGYM_SUITE", "coq-tiny")
+    spec = importlib.util.spec_from_file_location("proofgym_openenv_server_app", PACKAGE / "server" / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        assert callable(module.main)
+        with serving(module.app) as url:
+            report = validate_running_environment(url, timeout_s=30)
+            with GenericEnvClient(base_url=url).sync() as env:
+                assert env.reset(task_id=TASK).observation["task_id"] == TASK
+        assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
+    finally:
+        module.app.state.proofgym.close()  # no check ran, so no worker was started: close() is still the contract
