@@ -9,6 +9,8 @@ not parse) "could not be resolved". ``Admitted`` and an axiom the reference does
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from proofgym.envs.types import Task, Verdict
@@ -59,3 +61,22 @@ def test_a_library_axiom_the_task_does_not_allow_is_cheating_and_named_an_axiom(
     result = coq_verifier.check(task, "Proof. apply of_to_Z. Qed.")
     assert result.verdict is Verdict.CHEATING, result
     assert any(f"axiom {SPEC}of_to_Z outside the allow-list" in r for r in result.reasons), result.reasons
+
+
+def test_the_build_lists_every_exclusion_by_id_and_never_calls_it_cheating() -> None:
+    """A suite build validates a primitive-integer lemma into the suite, and lists a reference that relies on an axiom
+    its task does not allow by id, as "relies on", never as "reference proof CHEATING" (issue 26)."""
+    from proofgym.envs.tasks.build import BuildReport, validate_tasks
+
+    classic = Task(id="prim.needs_classic", system="coq", context="Require Import Coq.Logic.Classical.\n",
+                   statement="Lemma em' (P : Prop) : P \\/ ~ P.", reference_proof="Proof. apply classic. Qed.",
+                   category="P1", timeout_s=30, metadata={"allowed_axioms": []})
+    exclusions: dict[str, str] = {}
+    kept, excluded, _ = validate_tasks([EQB, classic], workers=1, progress=False, exclusions=exclusions)
+    assert [t.id for t in kept] == [EQB.id], exclusions
+    assert set(exclusions) == {classic.id}
+    reason = exclusions[classic.id]
+    assert reason.startswith("excluded: relies on") and "Coq.Logic.Classical_Prop.classic" in reason, reason
+    assert "CHEATING" not in reason and not any("CHEATING" in k for k in excluded), excluded
+    report = BuildReport("prim", out=Path("prim.jsonl"), exclusions=exclusions)
+    assert f"  {classic.id}: {reason}" in report.render().splitlines()

@@ -4,7 +4,10 @@ A task enters a suite only if (STYLE.md #10, Selene's correctness check):
 1. its reference proof verifies in isolation: warm check plus the coqc + coqchk audit;
 2. ``Admitted.`` is rejected;
 3. ``exact <the original lemma>`` is rejected (the stdlib must not leak through ``Require``).
-Every exclusion is counted with its reason, and the report is written beside the suite.
+Every exclusion is counted with its reason and listed by task id (:func:`exclusion_reason`,
+:func:`render_exclusions`: one wording for every builder), and the report is written beside the suite.
+A reference proof from a library is honest by construction: one that the checks refuse is *excluded*
+with what it relies on, never called CHEATING.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,33 @@ from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.progress import ProgressBar
-from proofgym.envs.types import Task
+from proofgym.envs.types import Task, Verdict
+
+
+def exclusion_reason(verdict: str, reasons: Sequence[str] = ()) -> str:
+    """How a build report names an excluded task whose reference proof was refused: a library's proof is honest by
+    construction, so a refusal says what it relies on that the task does not allow, never "CHEATING".
+
+    >>> exclusion_reason("CHEATING", ["relies on axiom A outside the allow-list"])
+    'excluded: relies on what the task does not allow (relies on axiom A outside the allow-list)'
+    >>> exclusion_reason("TIMEOUT", ["no verdict within timeout_s=10"])
+    'excluded: reference proof TIMEOUT (no verdict within timeout_s=10)'
+    """
+    detail = "; ".join(r for r in reasons if r)[:300]
+    suffix = f" ({detail})" if detail else ""
+    if verdict == "CHEATING":
+        return f"excluded: relies on what the task does not allow{suffix}"
+    return f"excluded: reference proof {verdict}{suffix}"
+
+
+def exclusion_key(reason: str) -> str:
+    """The group an exclusion is counted under in a report's summary (the reason without its detail)."""
+    return reason.split(" (", 1)[0]
+
+
+def render_exclusions(exclusions: Mapping[str, str]) -> list[str]:
+    """One line per excluded task, by id: ``  <id>: <reason>`` (a build report lists every one)."""
+    return [f"  {task_id}: {reason}" for task_id, reason in sorted(exclusions.items())]
 
 
 @dataclass
@@ -36,6 +65,7 @@ class BuildReport:
     excluded: Counter = field(default_factory=Counter)
     false_rejections: list[str] = field(default_factory=list)
     validated: bool = True
+    exclusions: dict[str, str] = field(default_factory=dict)  # task id -> why it was excluded
 
     def render(self) -> str:
         lines = [f"suite {self.suite}: {sum(self.kept.values())} tasks -> {self.out}"]
@@ -51,6 +81,9 @@ class BuildReport:
             lines.append(f"  excluded {n:4d}: {reason}")
         if self.false_rejections:
             lines.append(f"reference proofs rejected by the whitelist (false rejections): {len(self.false_rejections)}")
+        if self.exclusions:
+            lines.append(f"excluded tasks ({len(self.exclusions)}):")
+            lines += render_exclusions(self.exclusions)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,12 +142,17 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
 
     with InProcessPool({"coq": verifier}) as pool:
         checked = validate_suite(tasks, pool, probes=probes, false_rejection=lambda ref: ref.backend == "precheck")
+        for task_id, ref in checked.references.items():
+            # A refused library reference says what it relies on (issue 26: never "reference proof CHEATING").
+            if checked.reasons.get(task_id, "").startswith("reference proof") and ref.verdict is not Verdict.OK:
+                checked.reasons[task_id] = exclusion_reason(ref.verdict.value, ref.reasons)
         audited: dict[str, str | None] = {}
         if audit:
             passed = [t for t in tasks if checked.reasons.get(t.id) is None]
             try:
                 for task_id, result in verifier.audit_references(passed).items():
-                    audited[task_id] = None if result is None else f"reference proof {result.verdict.value}"
+                    audited[task_id] = None if result is None else \
+                        "audit: " + exclusion_reason(result.verdict.value, result.reasons)
             except (VerifierError, OSError) as exc:  # a broken verifier is rebuilt for the next group
                 audited = {t.id: f"harness failure: {type(exc).__name__}" for t in passed}
                 verifier = rebuilt()
@@ -151,7 +189,8 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
 def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True,
                    verifier_kwargs: dict[str, Any] | None = None, max_group: int = 0,
                    on_group: Callable[[list[str], list[Task], Counter, list[str]], None] | None = None,
-                   stop: Callable[[], bool] | None = None) -> tuple[list[Task], Counter, list[str]]:
+                   stop: Callable[[], bool] | None = None,
+                   exclusions: dict[str, str] | None = None) -> tuple[list[Task], Counter, list[str]]:
     """Validate tasks in parallel; returns (kept, exclusion reasons, false-rejection ids).
 
     Tasks go to the workers a source file at a time, in file order (one warm session extends along
@@ -159,7 +198,8 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
     ``verifier_kwargs`` are :class:`~proofgym.envs.verifiers.coq.CoqConfig` options for every
     worker's verifier, e.g. a project's load path as ``extra_args``. ``on_group(ids, kept, excluded,
     false_rejections)`` is called as each piece is done (a build writes its ledger there); once ``stop()``
-    is true, no piece that has not started yet is validated.
+    is true, no piece that has not started yet is validated. ``exclusions``, when given, gets every excluded
+    task's id and full reason (the counter groups them by :func:`exclusion_key`).
     """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in sorted(tasks, key=lambda t: (str(t.metadata.get("file", "")), int(t.metadata.get("line", 0)))):
@@ -184,14 +224,18 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
                 results = fut.result()
             except Exception as exc:  # noqa: BLE001 - a dead worker loses its group, not the build
                 got_excluded[f"harness failure: {type(exc).__name__}"] += len(piece)
+                if exclusions is not None:
+                    exclusions.update((raw["id"], f"harness failure: {type(exc).__name__}") for raw in piece)
                 bar.advance(len(piece))
                 results = []
             for raw, reason, whitelist in results:
                 if reason is None:
                     got_kept.append(Task.from_dict(raw))
                 else:
+                    if exclusions is not None:
+                        exclusions[raw["id"]] = reason
                     loads = reason.startswith(("task does not load", "context does not load"))
-                    got_excluded[reason.split(":")[0] if loads else reason] += 1
+                    got_excluded[reason.split(":")[0] if loads else exclusion_key(reason)] += 1
                     if whitelist:
                         got_false.append(raw["id"])
                 bar.advance(description=f"kept {len(kept) + len(got_kept)}, "
@@ -224,7 +268,8 @@ def build_coq_stdlib(*, out: Path | None = None, seed: int = 0, workers: int = 2
     report.extraction_exclusions = dict(getattr(stats, "excluded", {}) or {})
     report.sampled = dict(Counter(t.category for t in sampled))
     if validate:
-        kept, excluded, false_rejections = validate_tasks(sampled, workers=workers, progress=progress)
+        kept, excluded, false_rejections = validate_tasks(sampled, workers=workers, progress=progress,
+                                                          exclusions=report.exclusions)
         report.excluded, report.false_rejections = excluded, false_rejections
     else:
         kept, report.validated = sampled, False

@@ -509,14 +509,15 @@ def build_coq_project(
     kept, stale = _kept_from_ledger(rounds, {t.id: t for t in sampled})
     if retry_excluded and rounds:  # the ledger forgets its exclusions, which are decided again below
         ids = {t.id for t in kept}
-        rounds = [{**r, "ids": [i for i in r["ids"] if i in ids], "excluded": {}, "false_rejections": []}
-                  for r in rounds]
+        rounds = [{**r, "ids": [i for i in r["ids"] if i in ids], "excluded": {}, "false_rejections": [],
+                   "exclusions": {}} for r in rounds]
         ledger.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n"
                                   for row in [{"identity": identity}, *rounds]), encoding="utf-8")
     decided = {i for r in rounds for i in r["ids"]} - stale
     for r in rounds:
         report.excluded.update(r["excluded"])
         report.false_rejections += r["false_rejections"]
+        report.exclusions.update(r.get("exclusions", {}))  # a ledger written before issue 26 has only counts
     todo = [t for t in validation_order(sampled, seed=seed) if t.id not in decided]
     if order not in ("file", "stratified"):
         raise ProjectError(f"order must be 'file' or 'stratified', not {order!r}")
@@ -534,6 +535,7 @@ def build_coq_project(
         kept.extend(_kept_from_ledger([row], given)[0])
         report.excluded.update(row["excluded"])
         report.false_rejections += row["false_rejections"]
+        report.exclusions.update(row.get("exclusions", {}))
         result.validation["validated"] += len(row["ids"])
         result.validation["rounds"] += 1
         result.validation["wall_s"] = round(result.validation["wall_s"] + row["wall_s"], 1)
@@ -560,36 +562,42 @@ def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bo
 
     given = {t.id: t for t in todo}
     last = [time.monotonic()]
+    exclusions: dict[str, str] = {}  # filled by validate_tasks before each on_group call
 
     def done(ids: list[str], got: list[Task], excluded: Counter, false_rejections: list[str]) -> None:
         now = time.monotonic()
-        record({**_ledger_row(ids, got, excluded, false_rejections, given, now - last[0], workers), "order": "file"},
-               given)
+        record({**_ledger_row(ids, got, excluded, false_rejections, given, now - last[0], workers, exclusions),
+                "order": "file"}, given)
         last[0] = now
 
     validate_tasks(todo, workers=workers, progress=progress, verifier_kwargs={"extra_args": tuple(coq_args)},
-                   max_group=size, on_group=done, stop=stop)
+                   max_group=size, on_group=done, stop=stop, exclusions=exclusions)
 
 
 def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args: Sequence[str]) -> dict[str, Any]:
     from proofgym.envs.tasks.build import validate_tasks
 
     start = time.monotonic()
+    exclusions: dict[str, str] = {}
     kept, excluded, false_rejections = validate_tasks(batch, workers=workers, progress=progress,
-                                                      verifier_kwargs={"extra_args": tuple(coq_args)})
+                                                      verifier_kwargs={"extra_args": tuple(coq_args)},
+                                                      exclusions=exclusions)
     return _ledger_row([t.id for t in batch], kept, excluded, false_rejections, {t.id: t for t in batch},
-                       time.monotonic() - start, workers)
+                       time.monotonic() - start, workers, exclusions)
 
 
 def _ledger_row(ids: list[str], kept: Sequence[Task], excluded: Mapping[str, int], false_rejections: list[str],
-                given: Mapping[str, Task], wall_s: float, workers: int) -> dict[str, Any]:
+                given: Mapping[str, Task], wall_s: float, workers: int,
+                exclusions: Mapping[str, str] | None = None) -> dict[str, Any]:
     # A kept task is written as its id, the hash of the task as extracted, and what validation added
     # (its allowed axioms): the ledger stays small (a few KB for a whole library, where the tasks'
     # contexts are megabytes), so it can be carried to another machine or session and resumed there.
     entries = [{"id": t.id, "sha256": task_sha256(given[t.id]), "allowed_axioms": list(t.metadata["allowed_axioms"])}
                for t in kept]
+    # Every excluded task by id with its reason (issue 26: a report lists them, not only their count).
+    listed = {i: exclusions[i] for i in ids if exclusions and i in exclusions}
     return {"ids": ids, "kept": entries, "excluded": dict(excluded), "false_rejections": false_rejections,
-            "wall_s": round(wall_s, 1), "workers": workers}
+            "exclusions": listed, "wall_s": round(wall_s, 1), "workers": workers}
 
 
 def task_sha256(task: Task) -> str:
