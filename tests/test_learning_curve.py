@@ -1,8 +1,7 @@
-"""scripts/learning_curve.py: the twin-free split, the paired bootstrap, --help, and the smoke run (tiny model).
+"""scripts/learning_curve.py: statistics, the controls, the first sentence, and resumable arms (tiny model).
 
-The smoke run uses a fake verifier (OK for proofs of even length) so that it runs anywhere in about a minute;
-it checks the pipeline (split, SFT, GRPO + curriculum, control, expert iteration, evaluation, report), not
-the numbers.
+The smoke runs use a fake verifier (OK for proofs of even length) so that they run anywhere; they check
+the mechanics (arm files, skipping finished arms, budget matching, the report), not the numbers.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("trl")
-
-from proofgym.envs.types import CheckResult, Task, Verdict  # noqa: E402
+from proofgym.envs.types import CheckResult, Task, Verdict
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
 
@@ -30,31 +27,6 @@ def _script() -> Any:
     return module
 
 
-def _task(task_id: str, statement: str) -> Task:
-    return Task(id=task_id, system="coq", suite="s", category="P1", statement=statement, context="",
-                reference_proof="Proof. auto. Qed.")
-
-
-def test_nat_n_z_twins_never_straddle_the_split_and_the_heldout_size_holds():
-    lc = _script()
-    tasks = []
-    for i in range(30):
-        for mod, ty in (("Arith.PeanoNat.Nat", "nat"), ("NArith.BinNat.N", "N"), ("ZArith.BinInt.Z", "Z")):
-            tasks.append(_task(f"coq.stdlib.{mod}.lemma{i}", f"Lemma lemma{i} (a b : {ty}) : a + b = b + a."))
-    tasks += [_task(f"coq.stdlib.Lists.List.only{i}", f"Lemma only{i} : True.") for i in range(20)]
-    # a statement twin under another name: Nat.add_le_mono and its N. copy named differently
-    tasks += [_task("coq.stdlib.Arith.PeanoNat.Nat.mono", "Lemma mono n m : Nat.le n m -> Nat.le n (S m)."),
-              _task("coq.stdlib.NArith.BinNat.N.mono_N", "Lemma mono_N n m : N.le n m -> N.le n (S m).")]
-    train, heldout = lc.fixed_split(tasks, heldout_size=25, seed=0)
-    assert len(heldout) >= 25 and len(train) + len(heldout) == len(tasks)
-    assert lc.twins_across(train, heldout) == []
-    groups = {frozenset(t.id for t in g) for g in lc.twin_groups(tasks)}
-    assert frozenset({"coq.stdlib.Arith.PeanoNat.Nat.mono", "coq.stdlib.NArith.BinNat.N.mono_N"}) in groups
-    assert lc.fixed_split(tasks, heldout_size=25, seed=0) == (train, heldout)  # fixed
-    # a per-task hash split (what the old script used) would separate twins; the check finds them
-    assert lc.twins_across(tasks[:1], tasks[1:2]) != []
-
-
 def test_the_paired_bootstrap_interval():
     lc = _script()
     base = {f"t{i}": i % 2 * 1.0 for i in range(40)}
@@ -65,25 +37,56 @@ def test_the_paired_bootstrap_interval():
     noisy = lc.paired_bootstrap({t: 1.0 - v for t, v in base.items()}, base, resamples=2000, seed=1)
     assert noisy["lo"] < 0 < noisy["hi"] and noisy["delta"] == 0.0
     assert lc.per_task([{"task_id": "a", "verdict": "OK"}, {"task_id": "a", "verdict": "FAIL"},
-                        {"task_id": "a", "harness_error": "x"}]) == {"a": (1, 2)}
+                        {"task_id": "a", "harness_error": "x", "verdict": None}]) == {"a": (1, 2)}
 
 
-def test_the_verdict_credits_grpo_only_when_the_control_does_not_rise():
+def test_the_hierarchical_bootstrap_widens_with_seed_variance():
     lc = _script()
+    base = {f"t{i}": 0.0 for i in range(30)}
+    agreeing = [({t: 0.2 for t in base}, base), ({t: 0.2 for t in base}, base)]
+    split = [({t: 0.4 for t in base}, base), ({t: 0.0 for t in base}, base)]
+    a = lc.hierarchical_bootstrap(agreeing, resamples=2000)
+    b = lc.hierarchical_bootstrap(split, resamples=2000)
+    assert a["delta"] == pytest.approx(0.2) == b["delta"] and a["runs"] == 2 and a["tasks"] == 30
+    assert a["lo"] == pytest.approx(0.2) and b["lo"] == pytest.approx(0.0) and b["hi"] == pytest.approx(0.4)
+
+
+def test_pass_at_k_curves_and_the_chosen_temperature():
+    lc = _script()
+    counts = {"a": [1, 4], "b": [0, 4], "c": [4, 4]}
+    curve = lc.pass_at_k_curve(counts, 4)
+    assert curve[0] == pytest.approx((0.25 + 0 + 1) / 3) and curve[3] == pytest.approx(2 / 3)
+    assert all(x <= y for x, y in zip(curve, curve[1:], strict=False))
+    by_t = {"0": {"pass@1": 0.3}, "0.3": {"pass@1": 0.3}, "1": {"pass@1": 0.1}}
+    assert lc.choose_temperature(by_t) == 0.0  # a tie goes to the lower temperature
+
+
+def test_the_shuffled_control_keeps_each_groups_rewards():
+    lc = _script()
+    rewards = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, None, 0.0]
+    control = lc.GroupShuffledReward(lambda *a, **k: list(rewards), seed=3, group=4)
+    control.__name__ = "r"
+    seen = [control() for _ in range(20)]
+    for out in seen:
+        assert sorted(out[:4]) == sorted(rewards[:4]) and out[6] is None
+        assert sorted(x for x in out[4:] if x is not None) == [0.0, 1.0, 1.0]
+    assert len({tuple(out[:4]) for out in seen}) > 1  # which completion earns the reward changes
+
+
+def test_the_first_sentence_claims_no_more_than_was_shown():
+    lc = _script()
+    assert lc.first_sentence({}, {}, 16).startswith("Not yet shown")
+    base = {"heldout-sft-s0": {}}
+    assert "no GRPO run has finished" in lc.first_sentence(base, {}, 16)
 
     def d(lo: float, hi: float) -> dict[str, float]:
-        return {"delta": (lo + hi) / 2, "lo": lo, "hi": hi, "tasks": 60}
+        return {"delta": (lo + hi) / 2, "lo": lo, "hi": hi, "tasks": 200, "runs": 1}
 
-    assert "GRPO learned" in lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.05, 0.04)})
-    falling = lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.12, -0.02)})
-    assert "GRPO learned" in falling and "lies below 0" in falling  # a control that falls cannot explain a gain
-    rising = lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(0.01, 0.08)})
-    assert "inconclusive" in rising and "lies above 0" in rising
-    assert "no measurable learning" in lc.verdict_text({"grpo": d(-0.01, 0.08), "control": d(-0.05, 0.04)})
-    assert "covers 0)" in lc.verdict_text({"grpo": d(0.02, 0.10), "control": d(-0.05, 0.04)})
-    assert "the control fell" in falling
-    assert "GRPO beat it" in lc.verdict_text({"grpo": d(0.02, 0.10)}, d(0.01, 0.05))
-    assert "cannot tell them apart" in lc.verdict_text({"grpo": d(0.02, 0.10)}, d(-0.01, 0.05))
+    assert lc.first_sentence(base, {"grpo": {"pass@1": d(-0.02, 0.04)}}, 16).startswith("No gain shown")
+    sharp = lc.first_sentence(base, {"grpo": {"pass@1": d(0.02, 0.08), "pass@16": d(-0.01, 0.03)}}, 16)
+    assert sharp.startswith("Only sharpening shown")
+    assert lc.first_sentence(base, {"grpo": {"pass@1": d(0.02, 0.08), "pass@16": d(0.01, 0.03)}}, 16).startswith(
+        "GRPO raised")
 
 
 def test_help_teaches_the_experiment(capsys):
@@ -92,13 +95,13 @@ def test_help_teaches_the_experiment(capsys):
         lc.parse_args(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for phrase in ("twin", "paired bootstrap", "shuffled", "--smoke",
-                   "constant learning rate", "Success is", "--heldout-size", "expert iteration"):
+    for phrase in ("validation", "best temperature", "within the group", "same number of policy samples",
+                   "hierarchical bootstrap", "skips every arm", "--sft-seeds", "--seeds", "pass@k"):
         assert phrase in text, phrase
 
 
 class EvenVerifier:
-    """OK for a proof of even length, FAIL for odd: a fixed, content-dependent verdict without a prover."""
+    """A fake verifier: OK for a proof of even length, FAIL for odd (a fixed, content-dependent verdict)."""
 
     def __init__(self, system: str = "coq", **kwargs: Any) -> None:
         pass
@@ -111,40 +114,39 @@ class EvenVerifier:
 
 
 @pytest.mark.slow
-def test_the_smoke_run_goes_through_every_arm_and_writes_the_report(tmp_path):
+def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, capsys):
+    pytest.importorskip("trl")
     lc = _script()
     out = tmp_path / "lc"
-    assert lc.main(["--smoke", "--out", str(out), "--verifier-factory", "tests.test_learning_curve:EvenVerifier"]) == 0
-    data = json.loads((out / "learning_curve.json").read_text())
-    assert set(data["results"]) == {"sft", "grpo", "control", "expert"}
-    assert data["split"]["twins_across"] == 0 and data["split"]["heldout"] >= 2
-    for arm, delta in data["deltas"].items():
-        assert delta["lo"] <= delta["delta"] <= delta["hi"] and delta["tasks"] == data["split"]["heldout"], arm
-    for arm, r in data["results"].items():
-        assert set(r["sampled"]) == set(r["per_task_pass@1"]) and all(n == 2 for _, n in r["sampled"].values()), arm
-        assert 0.0 <= r["pass@1"] <= r["pass@2"] <= 1.0 and "greedy_pass@1" in r
-    report = (out / "LEARNING.md").read_text()
-    assert "| grpo |" in report and "| control |" in report and "Result:" in report
-    assert (out / "learning_curve.png").exists() and (out / "split.json").exists()
-    assert [r["step"] for r in data["logs"]["control"] if "reward" in r] == [1]  # the control arm trained too
+    common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.test_learning_curve:EvenVerifier",
+              "--algos", "grpo,shuffled,expert"]
+    assert lc.main(common) == 0
+    results = out / "results" / "smoke"
+    names = {p.stem for p in results.glob("*.json")}
+    assert names == {f"{kind}{arm}" for arm in ("sft-s0", "grpo-s0-r0", "shuffled-s0-r0", "expert-s0-r0")
+                     for kind in ("", "sweep-", "heldout-")}
+    for path in results.glob("*.json"):
+        record = json.loads(path.read_text())
+        assert record["command"].startswith("python scripts/learning_curve.py --smoke")
+        assert len(record["code"]["commit"]) == 40 and str(tmp_path) not in json.dumps(
+            {k: v for k, v in record.items() if k != "command"}), path.name  # no absolute paths
+    sweep = json.loads((results / "sweep-sft-s0.json").read_text())
+    assert set(sweep["temperatures"]) == {"0", "0.3", "0.6", "1"} and sweep["split"] == "validation"
+    held = json.loads((results / "heldout-grpo-s0-r0.json").read_text())
+    assert held["temperature"] == json.loads((results / "sweep-grpo-s0-r0.json").read_text())["chosen_temperature"]
+    assert len(held["pass@k_curve"]) == 4 and set(held["per_task"]) == set(
+        json.loads((results / "heldout-sft-s0.json").read_text())["per_task"])
+    grpo, expert = (json.loads((results / f"{a}-s0-r0.json").read_text()) for a in ("grpo", "expert"))
+    assert expert["grpo_policy_samples"] == grpo["policy_samples"] and expert["budget_from"] == "grpo arm"
+    assert abs(expert["policy_samples"] - grpo["policy_samples"]) <= expert["samples_per_task"]
+    assert (out / "work" / "LEARNING.md").is_file()
 
-
-@pytest.mark.slow
-def test_a_rerun_reuses_finished_arms_and_phases_split_the_work(tmp_path, capsys):
-    """--phase train then --phase eval: the second run trains nothing (the arms' checkpoints are reused), and
-    an arm that was never trained is refused in --phase eval rather than trained behind the user's back."""
-    lc = _script()
-    out = tmp_path / "lc"
-    common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.test_learning_curve:EvenVerifier"]
-    assert lc.main([*common, "--arms", "sft,control", "--phase", "train"]) == 0
-    assert not (out / "LEARNING.md").exists() and (out / "control" / "train_result.json").is_file()
-    stamp = (out / "control" / "train_result.json").stat().st_mtime_ns
+    stamps = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    (results / "heldout-expert-s0-r0.json").unlink()
     capsys.readouterr()
-    assert lc.main([*common, "--arms", "sft,control", "--phase", "eval"]) == 0
+    assert lc.main(common) == 0
     err = capsys.readouterr().err
-    assert "sft: reusing the finished run" in err and "control: reusing the finished run" in err
-    assert (out / "control" / "train_result.json").stat().st_mtime_ns == stamp
-    data = json.loads((out / "learning_curve.json").read_text())
-    assert set(data["results"]) == {"sft", "control"}
-    with pytest.raises(SystemExit, match="'grpo' is not trained"):
-        lc.main([*common, "--arms", "sft,grpo", "--phase", "eval"])
+    assert "sft-s0: finished before" in err and "heldout-expert-s0-r0: running" in err
+    assert err.count(": running") == 1
+    again = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    assert {n for n in again if again[n] != stamps.get(n)} == {"heldout-expert-s0-r0.json"}
