@@ -139,3 +139,37 @@ def test_prompt_is_the_benchmark_template():
     assert "REWRITE_TAC[LEFT_ADD_DISTRIB] THEN GEN_REWRITE_TAC LAND_CONV [ADD_SYM] THEN REFL_TAC" in user
     assert "CHEAT_TAC" in user and "`1 + 1 = 2`" in user and "let X = 1;;" in user
     assert user.count("Goal:") == 2
+
+
+def test_a_build_report_lists_every_exclusion_by_id_and_never_calls_one_cheating():
+    """Issue 26: the HOL Light and s2n-bignum build reports name each task left out with its reason; a library's
+    proof refused by the checker says what it relies on, not "CHEATING". ``checked`` is a real SuiteValidation
+    filled by hand with real CheckResults (no prover: the wording is what is tested)."""
+    from collections import Counter
+
+    from proofgym.envs.tasks.hol_build import HolBuildReport, hol_exclusions
+    from proofgym.envs.types import CheckResult, Verdict
+    from proofgym.envs.verifiers.validation import SuiteValidation
+
+    checked = SuiteValidation(
+        excluded=Counter({"reference proof CHEATING": 1, "reference proof TIMEOUT": 1, "CHEAT_TAC was FAIL, not "
+                          "CHEATING": 1, "context does not load: x": 1}),
+        reasons={"hol.a.refused": "reference proof CHEATING", "hol.a.slow": "reference proof TIMEOUT",
+                 "hol.a.probe": "CHEAT_TAC was FAIL, not CHEATING", "hol.a.ctx": "context does not load: x"},
+        rejected={"hol.a.ctx": "context does not load: x\nTraceback ..."},
+        references={"hol.a.refused": CheckResult(Verdict.CHEATING, reasons=("uses foo: reaches what a proof may "
+                                                                           "not use",)),
+                    "hol.a.slow": CheckResult(Verdict.TIMEOUT, reasons=("ran past its deadline",)),
+                    "hol.a.probe": CheckResult(Verdict.OK)})
+    got = hol_exclusions(checked)
+    assert set(got) == {"hol.a.refused", "hol.a.slow", "hol.a.probe", "hol.a.ctx"}
+    assert got["hol.a.refused"] == ("excluded: relies on what the task does not allow (uses foo: reaches what a "
+                                    "proof may not use)")
+    assert got["hol.a.slow"] == "excluded: reference proof TIMEOUT (ran past its deadline)"
+    assert got["hol.a.probe"] == "excluded: CHEAT_TAC was FAIL, not CHEATING"
+    assert got["hol.a.ctx"] == "excluded: context does not load: x"
+    report = HolBuildReport(suite="hol-light", out="x.jsonl", hol_dir="/h", files=[], exclusions=got)
+    text = report.render()
+    for task_id, reason in got.items():
+        assert f"  {task_id}: {reason}" in text
+    assert "reference proof CHEATING" not in text

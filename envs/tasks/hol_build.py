@@ -8,7 +8,10 @@ A task enters the suite only if (STYLE.md #10):
 2. ``CHEAT_TAC`` is ``CHEATING``.
 
 A reference proof that comes back ``CHEATING`` is a false rejection of the whitelist: it is
-counted (the report's ``false_rejections``) and the task is left out.
+counted (the report's ``false_rejections``) and the task is left out. The report lists every task left
+out by id with its reason (:func:`proofgym.envs.tasks.build.exclusion_reason`): a library's proof is
+honest by construction, so an exclusion says what the proof relies on that the task does not allow, and
+is never called CHEATING.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError
+from proofgym.envs.tasks.build import exclusion_key, exclusion_reason, render_exclusions
 from proofgym.envs.tasks.hol_extract import ExtractionReport, TimeoutRule, extract_file
 from proofgym.envs.types import Task
 
@@ -46,6 +50,7 @@ class HolBuildReport:
     kept: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=dict)
     false_rejections: list[str] = field(default_factory=list)
+    exclusions: dict[str, str] = field(default_factory=dict)  # task id -> why it was left out
     references_checked: int = 0
     validated: bool = True
     seconds: float = 0.0
@@ -63,6 +68,7 @@ class HolBuildReport:
             lines.append(f"  dropped at extraction {n:4d}: {reason}")
         for reason, n in sorted(self.excluded.items(), key=lambda kv: -kv[1]):
             lines.append(f"  excluded {n:4d}: {reason}")
+        lines += render_exclusions(self.exclusions)
         if not self.validated:
             lines.append("NOT validated (--no-validate)")
         else:
@@ -93,12 +99,15 @@ def extract_library(hol_dir: str | Path, files: Sequence[str], *, arch: str = "h
 
 def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, workers: int = 1,
                    check_timeout_s: float = 900.0, progress: Callable[[str], None] | None = None,
-                   excluded: Counter | None = None, false_rejections: list[str] | None = None) -> list[Task]:
+                   excluded: Counter | None = None, false_rejections: list[str] | None = None,
+                   exclusions: dict[str, str] | None = None) -> list[Task]:
     """Keep the tasks whose reference proof is OK and whose CHEAT_TAC is CHEATING; set their timeouts.
 
     The checks run through the one suite validator (:func:`proofgym.envs.verifiers.validation.validate_suite`)
     on a pool over ``verifier``, with ``check_timeout_s`` for each; a kept task's timeout is ``rule`` of its
-    reference proof's measured time.
+    reference proof's measured time. Each task left out goes into ``exclusions`` (id -> reason, never
+    "CHEATING": :func:`~proofgym.envs.tasks.build.exclusion_reason`) and is counted in ``excluded`` under
+    that reason's group.
     """
     from proofgym.envs.verifiers.inprocess_pool import InProcessPool
     from proofgym.envs.verifiers.validation import validate_suite
@@ -108,7 +117,10 @@ def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, w
     probes = [replace(task, timeout_s=check_timeout_s) for task in tasks]
     with InProcessPool({"hol_light": verifier}, workers=max(1, workers)) as pool:
         checked = validate_suite(probes, pool, concurrency=max(1, workers), progress=progress)
-    excluded.update(checked.excluded)
+    for task_id, reason in hol_exclusions(checked).items():
+        excluded[exclusion_key(reason)] += 1
+        if exclusions is not None:
+            exclusions[task_id] = reason
     false_rejections.extend(checked.false_rejections)
     kept_ids = {task.id for task in checked.kept}
     kept: list[Task] = []
@@ -120,6 +132,25 @@ def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, w
                             metadata={**task.metadata, "reference_s": round(ref.wall_s, 3),
                                       "prover_version": ref.prover_version}))
     return kept
+
+
+def hol_exclusions(checked: Any) -> dict[str, str]:
+    """Task id -> why validation left it out, worded by :func:`~proofgym.envs.tasks.build.exclusion_reason`.
+
+    ``checked`` is a :class:`~proofgym.envs.verifiers.validation.SuiteValidation`. A refused reference proof is
+    named by what it relies on (its verdict's reasons); a cheat probe that was not refused or a harness failure
+    keeps the validator's own words.
+    """
+    out: dict[str, str] = {}
+    for task_id, reason in checked.reasons.items():
+        ref = checked.references.get(task_id)
+        if ref is not None and ref.verdict.value != "OK":
+            out[task_id] = exclusion_reason(ref.verdict.value, list(ref.reasons))
+        else:
+            detail = (checked.rejected.get(task_id) or reason).splitlines()[0][:200] if checked.rejected.get(task_id) \
+                else reason
+            out[task_id] = f"excluded: {reason}" if detail == reason else f"excluded: {reason} ({detail})"
+    return out
 
 
 def build_hol_light(out: Path | None = None, *, hol_dir: str = "/usr/share/hol-light",
@@ -148,14 +179,14 @@ def build_hol_light(out: Path | None = None, *, hol_dir: str = "/usr/share/hol-l
         try:
             verifier.server("plain")  # start-up is not part of any reference proof's time
             kept = validate_tasks(tasks, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
-                                  false_rejections=report.false_rejections)
+                                  false_rejections=report.false_rejections, exclusions=report.exclusions)
         except ProofgymError:
             raise
         finally:
             if owned:
                 verifier.close()
         report.excluded = dict(excluded)
-        report.references_checked = len(tasks) - sum(v for k, v in excluded.items() if k.startswith("context"))
+        report.references_checked = len(tasks) - sum(v for k, v in excluded.items() if "context does not load" in k)
     else:
         kept = [replace(t, timeout_s=rule.lo_s) for t in tasks]
     report.kept = dict(Counter(t.category for t in kept))

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import TaskFormatError, VerifierError
+from proofgym.envs.tasks.build import render_exclusions
 from proofgym.envs.tasks.hol_extract import CHEAT, TimeoutRule
 from proofgym.envs.tasks.hol_inline import SourceFile, SourceTree, Theorem, blank_comments
 from proofgym.envs.types import Task
@@ -450,6 +451,7 @@ class S2nImportReport:
     kept: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=dict)
     false_rejections: list[str] = field(default_factory=list)
+    exclusions: dict[str, str] = field(default_factory=dict)  # task id -> why validation left it out
     validated: bool = False
     obfuscation: dict[str, Any] = field(default_factory=dict)  # ObfuscationReport's fields, when obfuscated
     seconds: float = 0.0
@@ -482,6 +484,7 @@ class S2nImportReport:
         if self.validated:
             lines.append("kept per category: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kept.items())))
             lines += [f"  excluded {n:4d}: {why}" for why, n in sorted(self.excluded.items(), key=lambda kv: -kv[1])]
+            lines += render_exclusions(self.exclusions)
             lines.append(f"whitelist false rejections of reference proofs: {len(self.false_rejections)}")
         else:
             lines.append("NOT validated (pass --validate with a HOL Light new enough for s2n-bignum)")
@@ -735,6 +738,7 @@ def _validate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, w
         why = missing_object_message(task, str(tree.root))
         if why:
             excluded[why.split(" (")[0]] += 1
+            report.exclusions[task.id] = f"excluded: {why}"
             continue
         runnable.setdefault(task.metadata["base"], []).append(task)
     kept: list[Task] = []
@@ -745,9 +749,10 @@ def _validate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, w
         except VerifierError as exc:
             first = str(exc).splitlines()[0]
             excluded[f"base {base} does not load ({first[:160]})"] += len(group)
+            report.exclusions.update({t.id: f"excluded: base {base} does not load ({first[:160]})" for t in group})
             continue
         done = validate_tasks(group, verifier, rule=rule, workers=workers, progress=say, excluded=excluded,
-                              false_rejections=report.false_rejections)
+                              false_rejections=report.false_rejections, exclusions=report.exclusions)
         if timed_by_bench:  # the bench's timeouts stand; the measured time is metadata
             by_id = {t.id: t for t in group}
             done = [replace(t, timeout_s=by_id[t.id].timeout_s) for t in done]
