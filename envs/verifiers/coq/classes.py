@@ -145,9 +145,17 @@ def unlisted(command: str) -> Rule:
                                  "hold tactics, so remove it")
 
 
-def option_class(option: str) -> Rule:
-    """The class of ``Set``/``Unset <option>``: CHEATING when it switches a kernel check off (guard, positivity,
-    universe checking, ``Definitional UIP``, a conversion rule); otherwise HARMLESS (printing, tactics, timing)."""
-    if any(w in option for w in ("Checking", "Guard", "Positivity", "UIP")):
-        return Rule(option, _CHEAT, "switches a kernel check off, so the kernel accepts what it should refuse")
+def option_class(option: str, switch: str = "Unset") -> Rule:
+    """The class of ``Set``/``Unset <option>`` (``switch``): CHEATING for a kernel check's switch (guard,
+    positivity, universe checking) and for ``Definitional UIP`` (a conversion rule); otherwise HARMLESS (printing,
+    tactics, timing)."""
+    if "UIP" in option:
+        return Rule(option, _CHEAT, "changes the kernel's conversion rule, so it accepts terms it would refuse")
+    if any(w in option for w in ("Checking", "Guard", "Positivity")):
+        if switch == "Unset":
+            return Rule(option, _CHEAT, "switches a kernel check off, so the kernel accepts what it should refuse")
+        # ``Set Guard Checking`` only restores the default, but it is the switch itself: a proof never needs it,
+        # and the one table keeps every kernel switch on one side.
+        return Rule(option, _CHEAT, "is a kernel check's switch (its Unset form turns the check off); a proof never "
+                                    "needs it")
     return Rule(option, _HARMLESS, "an option that leaves the kernel alone: never sent, the proof runs without it")

@@ -437,7 +437,7 @@ def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_name
     if _ASSUME_RE.match(code):
         return f"cheat:{_short(code)} assumes what the task does not give"
     if m := _OPTION_RE.match(code):
-        option = option_class(m.group(2))
+        option = option_class(m.group(2), m.group(1))
         if option.cls is CommandClass.CHEATING:
             return f"cheat:{m.group(1)} {m.group(2)} {option.why}"
         return f"harmless:the option `{_short(code)}`"
@@ -696,7 +696,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
                           "inline a helper with `assert`")
             continue
         if not selector and (m := _OPTION_RE.match(body_code)):
-            option = option_class(m.group(2))
+            option = option_class(m.group(2), m.group(1))
             if option.cls is CommandClass.CHEATING:
                 cheats.append(f"{m.group(1)} {m.group(2)} {option.why}")
             else:
