@@ -104,3 +104,122 @@ def test_two_rounds_train_on_verified_proofs_only_and_change_the_parameters(tmp_
     before, after = _weights(taught_model), _weights(result.final_checkpoint)
     assert any(not before[name].equal(after[name]) for name in before)
     assert result.global_step == sum(r["expert_iteration/sft_steps"] for r in rounds)
+
+
+# -- two ranks under torchrun (gloo) ---------------------------------------------------------------------------
+class RecordingOKVerifier:
+    """A fake verifier for the mechanics of a multi-process run: OK for any non-empty proof, and one line
+    ``<training rank> <task id>`` per check in ``$PROOFGYM_FAKE_CHECK_LOG/<pid>.log`` (pool workers inherit the
+    training process's ``RANK``), so the test counts who checked what."""
+
+    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
+        import os
+
+        self.log = Path(os.environ["PROOFGYM_FAKE_CHECK_LOG"]) / f"{os.getpid()}.log"
+        self.rank = os.environ.get("RANK", "0")
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        with self.log.open("a", encoding="utf-8") as fh:
+            fh.write(f"{self.rank} {task.id}\n")
+        return CheckResult(Verdict.OK if proof.strip() else Verdict.FAIL)
+
+    def close(self) -> None:
+        pass
+
+
+def _digest(model: Any) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _ranked_run(argv: list[str]) -> None:
+    """One rank of the torchrun test: expert iteration's own entry, plus a record of this rank's weights before
+    and after fine-tuning and of every file it opened for writing under the run's output dir (an audit hook)."""
+    import os
+    import sys
+
+    import trl
+
+    from proofgym.training.expert_iteration import main as expert_iteration_main
+
+    out = str(Path(argv[argv.index("--output_dir") + 1]).resolve())
+    writes: set[str] = set()
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path, mode, flags = args
+            writing = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (os.O_WRONLY | os.O_RDWR))
+            if writing and os.path.abspath(os.fsdecode(path)).startswith(out):
+                writes.add(os.path.relpath(os.path.abspath(os.fsdecode(path)), out))
+
+    digests: dict[str, str] = {}
+
+    class DigestingSFTTrainer(trl.SFTTrainer):
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            digests.setdefault("start", _digest(self.model))
+            done = super().train(*args, **kwargs)
+            digests["end"] = _digest(self.model)
+            return done
+
+    trl.SFTTrainer = DigestingSFTTrainer  # expert iteration imports it from trl when it runs
+    sys.addaudithook(audit)
+    result = expert_iteration_main(argv)
+    record = Path(os.environ["PROOFGYM_TEST_RECORD"]) / f"rank{os.environ['RANK']}.json"
+    record.write_text(json.dumps({"writes": sorted(writes), "global_step": result.global_step, **digests}))
+
+
+@pytest.fixture(scope="module")
+def untrained_model(tmp_path_factory) -> Path:
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("ei-ranks") / "model")
+
+
+@pytest.mark.slow
+def test_two_ranks_share_the_tasks_train_identical_weights_and_only_rank_0_writes(tmp_path, untrained_model,
+                                                                                  tiny_suite):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out, checks, record = tmp_path / "run", tmp_path / "checks", tmp_path / "record"
+    checks.mkdir()
+    record.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "tests.test_expert_iteration", "--model_name_or_path", str(untrained_model), "--suite",
+           str(tiny_suite), "--output_dir", str(out), "--report_to", "none", "--rounds", "1", "--samples_per_task",
+           "2", "--sample_max_tokens", "8", "--sample_batch_size", "4", "--per_device_train_batch_size", "2",
+           "--learning_rate", "1e-3", "--max_proofs_per_task", "2", "--max_length", "512", "--heldout_fraction", "0",
+           "--checkpoint_eval_at_end", "false", "--save_strategy", "no", "--torch_threads", "1",
+           "--verifier_workers", "1", "--verdict_cache_entries", "0",
+           "--verifier_factory", "tests.test_expert_iteration:RecordingOKVerifier"]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "PROOFGYM_FAKE_CHECK_LOG": str(checks),
+           "PROOFGYM_TEST_RECORD": str(record)}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+
+    tasks = [t.id for t in load_tasks(tiny_suite)]
+    lines = [line.split() for p in checks.iterdir() for line in p.read_text().splitlines()]
+    # each rank sampled its own share, and every sample was checked exactly once
+    assert sorted(t for r, t in lines if r == "0") == sorted(tasks[0::2] * 2)
+    assert sorted(t for r, t in lines if r == "1") == sorted(tasks[1::2] * 2)
+    rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    assert rounds[0]["expert_iteration/samples"] == 2 * len(tasks)  # rank 0 logs every rank's samples
+
+    r0, r1 = (json.loads((record / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["end"] == r1["end"] and r0["start"] == r1["start"] and r0["end"] != r0["start"]
+    assert r0["global_step"] == r1["global_step"] == rounds[0]["expert_iteration/sft_steps"] >= 1
+    assert r1["writes"] == []
+    assert {"rounds.jsonl", "round-1/kept.jsonl", "train_result.json", "config.json"} <= set(r0["writes"])
+
+
+if __name__ == "__main__":  # one rank of the torchrun test above
+    import sys
+
+    _ranked_run(sys.argv[1:])

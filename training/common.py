@@ -117,8 +117,12 @@ class ProofgymArguments:
         default=None, metadata={"help": "Modules LoRA adapts (default: all linear layers)."})
 
 
-def proofgym_post_init(cfg: Any, algo: str) -> None:
-    """Run name ``{suite}__{algo}__{model}__{seed}__{time}`` and output dir ``runs/train/<run name>`` when unset."""
+def proofgym_post_init(cfg: Any, algo: str) -> bool:
+    """Run name ``{suite}__{algo}__{model}__{seed}__{time}`` and output dir ``runs/train/<run name>`` when unset.
+
+    Returns whether either was generated (then :func:`agree_on_run_identity` makes every rank use rank 0's).
+    """
+    generated = not cfg.run_name or not cfg.output_dir
     if not cfg.run_name:
         model = cfg.model_name_or_path
         if model == "auto":
@@ -131,6 +135,21 @@ def proofgym_post_init(cfg: Any, algo: str) -> None:
     if getattr(cfg, "activation_checkpointing", False) is None and not cfg.gradient_checkpointing:
         cfg.activation_checkpointing = False
         cfg.gradient_checkpointing = None
+    return generated
+
+
+def agree_on_run_identity(cfg: Any, generated: bool) -> None:
+    """Every rank takes rank 0's generated run name and output dir (call after TrainingArguments' own post-init).
+
+    The name carries the time to the second, and each rank builds its config on its own: two ranks started
+    either side of a second would write one run into two directories. A broadcast when the identity was
+    generated (the same on every rank: they parse the same arguments), nothing otherwise.
+    """
+    if not generated or int(os.environ.get("WORLD_SIZE", "1")) <= 1 or cfg.world_size <= 1:
+        return  # cfg.world_size sets up the process group with the config's own settings (backend, timeout)
+    from accelerate.utils import broadcast_object_list
+
+    cfg.run_name, cfg.output_dir = broadcast_object_list([cfg.run_name, cfg.output_dir], from_process=0)
 
 
 def run_name(suite: str, algo: str, model: str, seed: int, when: float | None = None) -> str:
@@ -442,7 +461,9 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
         overlap = {t.id for t in train} & {t.id for t in evaluation}
         if overlap:
             raise TrainConfigError(f"train and eval splits share {len(overlap)} task(s); pick two different splits")
-        heldout_path = write_tasks(Path(cfg.output_dir) / "heldout.jsonl", evaluation)
+        heldout_path = Path(cfg.output_dir) / "heldout.jsonl"
+        if getattr(cfg, "process_index", 0) == 0:  # one writer; only the main process evaluates checkpoints
+            write_tasks(heldout_path, evaluation)
     if needs_verifier and not cfg.verifier_factory:
         check_verifiers([t.system for t in train + evaluation], cfg.audit)
     return PreparedRun(model, suite_path, train, evaluation, heldout_path)

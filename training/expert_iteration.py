@@ -36,6 +36,7 @@ from typing import Any
 
 from proofgym.envs.types import Task
 from proofgym.training.common import (
+    TrainConfigError,
     TrainResult,
     checkpoint_evaluator,
     keep_fp32_masters,
@@ -99,64 +100,84 @@ def round_metrics(round_: int, samples: Sequence[Sample], new: int, train_proofs
 
 def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     """Run ``cfg.rounds`` rounds of expert iteration, then save and evaluate the final model."""
+    from accelerate import PartialState
     from transformers import GenerationConfig, set_seed
     from trl import SFTTrainer
 
     from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce, save_model
     from proofgym.training.data import to_dataset
+    from proofgym.training.distributed import max_across_ranks, zero_stage
     from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.rewards import VerifierReward
     from proofgym.training.rollout import ModelGenerator
     from proofgym.training.sampling import sample_and_check
 
+    if zero_stage(cfg) == 3:
+        raise TrainConfigError(EI_ZERO3_REFUSAL)
+    # the process group `accelerate launch`/torchrun set up, with the config's settings (TrainingArguments sets it
+    # up on first use: backend, timeout); one process: rank 0 of 1
+    world, rank = cfg.world_size, cfg.process_index
+    state = PartialState()
+    main_process = rank == 0
     prepared = prepare_run(cfg)
     set_seed(cfg.seed)  # the first round samples before any Trainer seeds torch
     output_dir = Path(cfg.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    if main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
     setup_wandb(cfg)
     model, tokenizer = load_model(prepared.model, init_kwargs=cfg.model_init_kwargs,
                                   threads=cfg.torch_threads)
     model = keep_fp32_masters(model, cfg)
-    import torch
-
-    if not cfg.use_cpu and torch.cuda.is_available():
-        model.to("cuda")  # the first round samples before any Trainer places the model
+    # The first round samples before any Trainer places the model: put it where the Trainer will (args.device is
+    # this rank's device, cuda:LOCAL_RANK under DDP), not on cuda:0 for every rank.
+    model.to(cfg.device)
     tasks = {t.id: t for t in prepared.train_tasks}
-    evaluator = checkpoint_evaluator(cfg, prepared)
+    mine = prepared.train_tasks[rank::world]  # each rank samples its share; the verdicts are gathered below
+    evaluator = checkpoint_evaluator(cfg, prepared) if main_process else None
     sampling = GenerationConfig(do_sample=True, temperature=cfg.sample_temperature, top_p=cfg.sample_top_p,
                                 top_k=0)
     interrupt = GracefulInterrupt().install()
     kept: dict[str, list[str]] = {}
     history: list[dict[str, Any]] = []
     rounds_path = output_dir / "rounds.jsonl"
-    rounds_path.write_text("", encoding="utf-8")
+    if main_process:
+        rounds_path.write_text("", encoding="utf-8")
     step = 0
-    announce(f"starting {cfg.verifier_workers} verifier worker(s)")
+    stopped = False
+    if main_process:
+        announce(f"starting {cfg.verifier_workers} verifier worker(s)" + (f" on each of {world} processes, each "
+                                                                          f"sampling 1/{world} of the tasks"
+                                                                          if world > 1 else ""))
     pool = make_pool(cfg)
     try:
         if evaluator is not None and cfg.checkpoint_eval_on_start:
             # the initial model is evaluated where it is: a copy would be the same weights saved twice
             evaluator.evaluate_checkpoint(evaluator.start_checkpoint or save_model(model, tokenizer,
                                                                                     output_dir / "round-0"), 0)
+        state.wait_for_everyone()  # the other ranks wait for rank 0's evaluation here, not inside a collective
         for round_ in range(1, cfg.rounds + 1):
             start = time.monotonic()
             checker = VerifierReward(prepared.train_tasks, pool)
             model.eval()
-            samples = sample_and_check(ModelGenerator(model, tokenizer, sampling), tokenizer, prepared.train_tasks,
-                                       checker, k=cfg.samples_per_task, max_new_tokens=cfg.sample_max_tokens,
-                                       batch_size=cfg.sample_batch_size, context_chars=cfg.prompt_context_chars,
-                                       progress=f"expert iteration round {round_}: sampling")
+            own = sample_and_check(ModelGenerator(model, tokenizer, sampling), tokenizer, mine,
+                                   checker, k=cfg.samples_per_task, max_new_tokens=cfg.sample_max_tokens,
+                                   batch_size=cfg.sample_batch_size, context_chars=cfg.prompt_context_chars,
+                                   progress=f"expert iteration round {round_}: sampling" if main_process else "")
+            # every rank gets every rank's samples, in task order: the same kept proofs, the same SFT rows, so
+            # the ranks fine-tune on one dataset with one step count (DDP keeps their weights identical)
+            samples = gather_samples(own, prepared.train_tasks, world)
             this_round: dict[str, list[str]] = {}
             new = kept_proofs(samples, kept, limit=cfg.max_proofs_per_task)
             kept_proofs(samples, this_round, limit=cfg.max_proofs_per_task)
             rows = sft_rows_of(kept if cfg.accumulate else this_round, tasks, context_chars=cfg.prompt_context_chars)
             metrics = round_metrics(round_, samples, new, len(rows))
             round_dir = output_dir / f"round-{round_}"
-            round_dir.mkdir(parents=True, exist_ok=True)
-            (round_dir / "kept.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-            announce(f"round {round_}/{cfg.rounds}: pass rate {100 * metrics['expert_iteration/pass_rate']:.1f}% "
-                     f"of {len(samples)} attempts, {metrics['expert_iteration/solved_tasks']} of "
-                     f"{len(tasks)} tasks solved, {new} new verified proof(s); fine-tuning on {len(rows)}")
+            if main_process:
+                round_dir.mkdir(parents=True, exist_ok=True)
+                (round_dir / "kept.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+                announce(f"round {round_}/{cfg.rounds}: pass rate {100 * metrics['expert_iteration/pass_rate']:.1f}% "
+                         f"of {len(samples)} attempts, {metrics['expert_iteration/solved_tasks']} of "
+                         f"{len(tasks)} tasks solved, {new} new verified proof(s); fine-tuning on {len(rows)}")
             if rows:
                 args = copy.copy(cfg)  # each round's Trainer writes under its own dir (its steps restart at 0)
                 args.output_dir = str(round_dir)
@@ -172,15 +193,20 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
                 metrics["expert_iteration/sft_loss"] = losses[-1] if losses else None
             metrics["expert_iteration/seconds"] = round(time.monotonic() - start, 1)
             history.append(metrics)
-            with rounds_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(metrics) + "\n")
-            log_metrics(cfg, metrics)
-            if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not interrupt.requested:
-                saved = save_model(model, tokenizer, round_dir / "model")
-                write_checkpoint_settings(saved, checkpoint_settings(cfg))
-                evaluator.evaluate_checkpoint(saved, round_)
-            if interrupt.requested:
-                announce(f"stopped by Ctrl-C after round {round_}")
+            # one decision for all ranks: a rank that stopped alone would leave the others in the next collective
+            stopped = bool(max_across_ranks(int(interrupt.requested)))
+            if main_process:
+                with rounds_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(metrics) + "\n")
+                log_metrics(cfg, metrics)
+                if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not stopped:
+                    saved = save_model(model, tokenizer, round_dir / "model")
+                    write_checkpoint_settings(saved, checkpoint_settings(cfg))
+                    evaluator.evaluate_checkpoint(saved, round_)
+            state.wait_for_everyone()
+            if stopped:
+                if main_process:
+                    announce(f"stopped by Ctrl-C after round {round_}")
                 break
     finally:
         interrupt.uninstall()
@@ -188,18 +214,45 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     final = output_dir
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    save_model(model, tokenizer, final)
-    write_checkpoint_settings(final, checkpoint_settings(cfg))  # eval's defaults: the prompt trained on
-    if evaluator is not None and cfg.checkpoint_eval_at_end and not interrupt.requested:
-        evaluator.evaluate_checkpoint(final, len(history))
-    wandb_dir = finish_training_run(cfg, final)
+    wandb_dir = None
+    if main_process:  # one writer: the ranks hold the same weights (DDP), and would race for the same files
+        save_model(model, tokenizer, final)
+        write_checkpoint_settings(final, checkpoint_settings(cfg))  # eval's defaults: the prompt trained on
+        if evaluator is not None and cfg.checkpoint_eval_at_end and not stopped:
+            evaluator.evaluate_checkpoint(final, len(history))
+        wandb_dir = finish_training_run(cfg, final)
     result = TrainResult(output_dir=output_dir, final_checkpoint=final, global_step=step,
-                         interrupted=interrupt.requested, run_name=cfg.run_name, model=prepared.model.name,
+                         interrupted=stopped, run_name=cfg.run_name, model=prepared.model.name,
                          log_history=history, checkpoint_evals=list(evaluator.history) if evaluator else [],
                          wandb_dir=wandb_dir)
-    (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
-                                                  + "\n", encoding="utf-8")
+    if main_process:
+        (output_dir / "train_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2, default=str)
+                                                      + "\n", encoding="utf-8")
+    state.wait_for_everyone()  # no rank returns (and tears down its process group) while rank 0 still writes
     return result
+
+
+EI_ZERO3_REFUSAL = (
+    "expert iteration under DeepSpeed ZeRO-3 is not supported: each round samples with the model's own generate "
+    "outside the engine (ZeRO-3 holds a shard of every weight per process) and builds a new engine per round "
+    "over a partitioned model. Use ZeRO-2 (configs/accelerate/deepspeed_zero2.yaml), plain DDP "
+    "(configs/accelerate/multi_gpu.yaml) or use_peft")
+
+
+def gather_samples(own: Sequence[Sample], tasks: Sequence[Task], world: int) -> list[Sample]:
+    """Every rank's samples (rank ``r`` sampled ``tasks[r::world]``), on every rank, in the order of ``tasks``.
+
+    One process: ``own`` as it is. A gather (every rank must call it, once per round).
+    """
+    if world == 1:
+        return list(own)
+    from accelerate.utils import gather_object
+
+    by_task: dict[str, list[Sample]] = {}
+    for part in gather_object([list(own)]):
+        for sample in part:
+            by_task.setdefault(sample.task.id, []).append(sample)
+    return [s for task in tasks for s in by_task.get(task.id, [])]
 
 
 def main(argv: Sequence[str] | None = None) -> TrainResult:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from trl import GRPOConfig
 
-from proofgym.training.common import ProofgymArguments, proofgym_post_init
+from proofgym.training.common import ProofgymArguments, agree_on_run_identity, proofgym_post_init
 
 
 @dataclass
@@ -112,8 +112,9 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         default=0, metadata={"help": "Completions printed to the console at each logging step (0: none)."})
 
     def __post_init__(self) -> None:
-        proofgym_post_init(self, self.algo)
+        generated = proofgym_post_init(self, self.algo)
         super().__post_init__()
+        agree_on_run_identity(self, generated)
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if not 0 < self.turn_discount <= 1:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from trl import SFTConfig
 
-from proofgym.training.common import ProofgymArguments, proofgym_post_init
+from proofgym.training.common import ProofgymArguments, agree_on_run_identity, proofgym_post_init
 
 
 @dataclass
@@ -44,5 +44,6 @@ class ProofSFTConfig(ProofgymArguments, SFTConfig):
         default=1024, metadata={"help": "Longest tokenized prompt + completion; longer examples are truncated."})
 
     def __post_init__(self) -> None:
-        proofgym_post_init(self, self.algo)
+        generated = proofgym_post_init(self, self.algo)
         super().__post_init__()
+        agree_on_run_identity(self, generated)
