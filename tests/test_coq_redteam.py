@@ -561,3 +561,20 @@ def test_round3_honest_proof_is_ok(coq_verifier, task_key: str, proof: str) -> N
     result = coq_verifier.check(HONEST_TASKS[task_key], proof)
     assert result.verdict is Verdict.OK, (result.verdict, result.reasons, result.messages)
     assert result.audited
+
+
+# -- issue 26: an alias (a module's Include) is the constant it names ------------------------------------------------
+ADD_COMM = _task("add_comm", "Lemma add_comm (n m : nat) : n + m = m + n.", context="Require Import PeanoNat Lia.\n",
+                 reference="Proof. lia. Qed.", qualid="Coq.Arith.PeanoNat.Nat.add_comm")
+
+
+@pytest.mark.parametrize(("proof", "expected"), [
+    # lia's term names Nat.add, which Locate gives as Coq.Arith.PeanoNat.Nat.add "(alias of Init.Nat.add)": it was
+    # CHEATING as a constant "defined at or after the target in Coq.Arith.PeanoNat".
+    ("Proof. lia. Qed.", Verdict.OK),
+    ("Proof. apply Nat.add_comm. Qed.", Verdict.CHEATING),
+    ("Proof. rewrite Nat.add_comm. reflexivity. Qed.", Verdict.CHEATING),
+])
+def test_an_alias_in_the_proof_term_is_the_constant_it_names(coq_verifier, proof: str, expected: Verdict) -> None:
+    result = coq_verifier.check(ADD_COMM, proof)
+    assert result.verdict is expected, (result.reasons, result.messages)

@@ -1042,18 +1042,28 @@ def _strip_strings(text: str) -> str:
     return re.sub(r'"(?:[^"]|"")*"', '""', text)
 
 
-def _locate(ide: IdeTop, ident: str, state: int | None) -> list[str]:
-    """What ``ident`` refers to in ``state``: entries without a "shorter name" note."""
+def _locate(ide: IdeTop, ident: str, state: int | None, *, follow_aliases: bool = True) -> list[str]:
+    """What ``ident`` refers to in ``state``: entries without a "shorter name" note.
+
+    An alias (``Constant Coq.Arith.PeanoNat.Nat.add (alias of Init.Nat.add)``: a module's ``Include``) is the constant
+    it names, where that is defined: ``Nat.add`` in a ``lia`` proof term is ``Coq.Init.Nat.add``, not a constant of
+    PeanoNat (an honest ``lia`` proof of a PeanoNat lemma was CHEATING as "defined at or after the target").
+    """
     reply = ide.query(f"Locate {ident}.", state, timeout_s=30)
     text = "\n".join(t for _, t in reply.messages)
     out: list[str] = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        m = re.match(r"^(?:Constant|Inductive|Constructor|Notation|Ltac|Module)\s+(\S+)", line)
+        m = re.match(r"^(?:Constant|Inductive|Constructor|Notation|Ltac|Module)\s+(\S+)(?:\s+\(alias of (\S+)\))?", line)
         if not m:
             continue
         annotated = i + 1 < len(lines) and "shorter name to refer to it" in lines[i + 1]
-        if not annotated:
+        if annotated:
+            continue
+        if m.group(2) and follow_aliases:
+            target = [t for t in _locate(ide, m.group(2), state, follow_aliases=False) if t.endswith(m.group(2))]
+            out.extend(target or [m.group(1)])  # unresolved: the alias itself (the stricter reading)
+        else:
             out.append(m.group(1))
     return out
 
