@@ -212,6 +212,56 @@ def test_the_peft_zero3_use_reentrant_fix_lands_in_activation_checkpointing_kwar
     assert other.activation_checkpointing_kwargs == {"use_reentrant": True, "every_n_layers": 2}
 
 
+def _layer_checkpointing(model: Any) -> list[tuple[bool, Any]]:
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return [(m.gradient_checkpointing, m.__dict__.get("_gradient_checkpointing_func").keywords.get("use_reentrant"))
+            for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+
+
+def test_generation_for_the_curriculum_and_repair_keeps_the_checkpointing_setup(tiny_model):
+    """TRL's unwrap re-enables checkpointing with defaults after generating: use_reentrant=False on every layer,
+    which undid the PEFT + ZeRO-3 reentrant fix (and every_n_layers) after the first curriculum estimate."""
+    from transformers import GenerationConfig
+
+    from proofgym.training.common import ResolvedModel
+    from proofgym.training.rollout import TrainerGenerator
+
+    model, tokenizer = load_model(ResolvedModel(str(tiny_model), None, "tiny"))
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": True}, every_n_layers=2)
+    model.train()
+    before = _layer_checkpointing(model)
+    assert [flag for flag, _ in before] == [True, False] and before[0][1] is True
+    trainer = SimpleNamespace(
+        use_vllm=False, model_wrapped=model, processing_class=tokenizer, generation_kwargs=None,
+        generation_config=GenerationConfig(do_sample=False),
+        args=SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m, state=SimpleNamespace(deepspeed_plugin=None)))
+    ids, _ = TrainerGenerator(trainer)([[1, 2, 3], [1, 2, 3]], 4)
+    assert len(ids) == 2
+    assert _layer_checkpointing(model) == before
+
+
+def test_zero3_settings_that_would_hang_are_refused_before_anything_starts(tmp_path, tiny_model, tiny_suite):
+    from proofgym.training.grpo import train_grpo
+
+    cfg = _grpo_config(tmp_path, tiny_model, tiny_suite, checkpoint_eval_at_end=False, ds3_gather_for_generation=False)
+    cfg.deepspeed = {"zero_optimization": {"stage": 3}}  # after __post_init__: deepspeed is not installed here
+    with pytest.raises(TrainConfigError, match=r"ds3_gather_for_generation: false under DeepSpeed ZeRO-3 without "
+                                               r"vLLM would hang.*Keep ds3_gather_for_generation: true"):
+        train_grpo(cfg)
+    cfg.ds3_gather_for_generation = True
+    cfg.warm_start_sft_steps = 2
+    with pytest.raises(TrainConfigError, match=r"warm_start_sft_steps under DeepSpeed ZeRO-3.*proofgym train sft"):
+        train_grpo(cfg)
+    cfg.warm_start_sft_steps = 0
+    cfg.ds3_gather_for_generation, cfg.use_vllm = False, True  # vLLM generates: no ZeRO-3 forward passes
+    distributed.refuse_hanging_settings(cfg)
+    cfg.deepspeed = {"zero_optimization": {"stage": 2}}
+    cfg.use_vllm = False
+    distributed.refuse_hanging_settings(cfg)
+
+
 # -- vLLM per-turn cap -----------------------------------------------------------------------------------
 class _StandInVLLM:
     """TRL's VLLMGeneration as the rollout sees it: the token budget comes from its max_completion_length."""

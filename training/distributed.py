@@ -14,13 +14,18 @@ the callbacks and the run helpers can all use it without import cycles.
 - :func:`refuse_zero3_checkpoint_eval`: checkpoint evaluation during a ZeRO-3 run is refused
   before training starts, with what to do instead (see its docstring for why).
 - :func:`fix_reentrant_checkpointing`: TRL's PEFT + ZeRO-3 ``use_reentrant=True`` fix, applied to
-  the field transformers 5 reads (``activation_checkpointing_kwargs``).
+  the field transformers 5 reads (``activation_checkpointing_kwargs``); :func:`keep_checkpointing`
+  keeps it (and ``every_n_layers``) through a generation, which TRL's unwrap re-enables with defaults.
+- :func:`refuse_hanging_settings`: GRPO settings that would hang a multi-process run (ZeRO-3 without
+  gathering for the shared-prefix generator; the SFT warm start under ZeRO-3), refused before training.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +152,53 @@ def fix_reentrant_checkpointing(args: Any, *, peft: bool) -> bool:
         args.activation_checkpointing_kwargs = kwargs
     args.gradient_checkpointing_kwargs = kwargs
     return True
+
+
+@contextmanager
+def keep_checkpointing(model: Any) -> Iterator[None]:
+    """Restore ``model``'s activation-checkpointing setup, exactly as it was, when the block ends.
+
+    TRL's ``unwrap_model_for_generation`` turns checkpointing off for generation and back on with
+    ``gradient_checkpointing_enable(gradient_checkpointing_kwargs=...)``: without the kwargs (the curriculum's
+    and the repair rollout's generator passed none) transformers 5 re-enables it with ``use_reentrant=False``
+    on every layer, undoing :func:`fix_reentrant_checkpointing` and ``every_n_layers`` for the rest of the run;
+    with them, the ``every_n_layers``/``offload`` keys transformers' Trainer takes out of the dict would reach
+    ``torch.utils.checkpoint``. Saving each module's flag and checkpoint function and putting them back is
+    right in every case. ``model``: the trainer's (possibly wrapped) model.
+    """
+    inner = model
+    while hasattr(inner, "module"):  # DDP / DeepSpeed engine -> the model
+        inner = inner.module
+    saved = [(m, m.gradient_checkpointing, m.__dict__.get("_gradient_checkpointing_func"))
+             for m in inner.modules() if hasattr(m, "gradient_checkpointing")]
+    try:
+        yield
+    finally:
+        for module, flag, func in saved:
+            module.gradient_checkpointing = flag
+            if func is not None:
+                module._gradient_checkpointing_func = func
+
+
+ZERO3_NO_GATHER_REFUSAL = (
+    "ds3_gather_for_generation: false under DeepSpeed ZeRO-3 without vLLM would hang: proofgym's generator (GRPO "
+    "steps, the curriculum's estimates, the repair rollout) prefills each distinct prompt of a batch with its own "
+    "forward pass, and the number of distinct prompts differs between processes, while every ZeRO-3 forward pass "
+    "is a collective that gathers each layer's shards from all of them. Keep ds3_gather_for_generation: true (the "
+    "default: the weights are gathered once per generation), or use_vllm: true")
+
+ZERO3_WARM_START_REFUSAL = (
+    "warm_start_sft_steps under DeepSpeed ZeRO-3 is not supported: the warm start's engine leaves a partitioned "
+    "model (its save on the main process would be empty) that GRPO would wrap in a second engine while the first "
+    "still holds its optimizer state. Run `proofgym train sft` (or accelerate launch -m proofgym.training.sft) "
+    "first and start GRPO from its output (model_name_or_path), or use ZeRO-2")
+
+
+def refuse_hanging_settings(cfg: Any) -> None:
+    """Raise ``ValueError`` for GRPO settings that would hang or corrupt a multi-process run (see the messages)."""
+    if zero_stage(cfg) != 3:
+        return
+    if not getattr(cfg, "ds3_gather_for_generation", True) and not getattr(cfg, "use_vllm", False):
+        raise ValueError(ZERO3_NO_GATHER_REFUSAL)
+    if getattr(cfg, "warm_start_sft_steps", 0):
+        raise ValueError(ZERO3_WARM_START_REFUSAL)

@@ -34,7 +34,7 @@ from proofgym.training.common import (
     prepare_run,
     run_trainer,
 )
-from proofgym.training.distributed import fix_reentrant_checkpointing
+from proofgym.training.distributed import fix_reentrant_checkpointing, refuse_hanging_settings
 from proofgym.training.grpo_config import ProofGRPOConfig
 from proofgym.training.logging import setup_wandb
 from proofgym.training.plan import plan_run
@@ -61,6 +61,10 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         check_reward_policy(reward_map, cfg.format_bonus)
     except (ValueError, TypeError) as exc:
         raise TrainConfigError(f"verdict_rewards/format_bonus: {exc}") from None
+    try:  # settings that would hang a multi-process run, before anything starts
+        refuse_hanging_settings(cfg)
+    except ValueError as exc:
+        raise TrainConfigError(str(exc)) from None
     prepared = prepare_run(cfg)
     template = _read_template(cfg.chat_template_path) if cfg.chat_template_path else None
     rows = grpo_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)

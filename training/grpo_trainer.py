@@ -58,10 +58,12 @@ class ProofGRPOTrainer(GRPOTrainer):
         from trl.models import unwrap_model_for_generation
         from trl.trainer import grpo_trainer as trl_grpo
 
+        from proofgym.training.distributed import keep_checkpointing
         from proofgym.training.generation import generate_shared_prefix
 
         with (
             trl_grpo.profiling_context(self, "transformers.generate"),
+            keep_checkpointing(self.model_wrapped),
             unwrap_model_for_generation(
                 self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
                 generation_kwargs=self.generation_kwargs,

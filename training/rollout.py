@@ -132,9 +132,12 @@ class TrainerGenerator:
                     [[lp[0] for lp in seq][:max_new_tokens] for seq in logprobs])
         from trl.models import unwrap_model_for_generation
 
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-                                         generation_kwargs=getattr(trainer, "generation_kwargs", None)) as model:
+        from proofgym.training.distributed import keep_checkpointing
+
+        with keep_checkpointing(trainer.model_wrapped), \
+                unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                                            generation_kwargs=getattr(trainer, "generation_kwargs", None)) as model:
             return _generate(model, tokenizer_of(trainer.processing_class), getattr(trainer, "generation_config", None),
                              prompt_ids, max_new_tokens, torch)
 
