@@ -1,0 +1,131 @@
+"""The verifiers taskset (``training/integrations/verifiers_env.py``) through verifiers' own loaders and CLI.
+
+The Hub package (``examples/integrations/verifiers``) is loaded by id, as ``vf-eval`` and
+``prime env install`` load it; ``vf-validate`` (verifiers' model-free validator) runs its gold and
+untouched-scoring checks against the real Coq verifier; and a scripted reply is scored by
+``Task.score`` on a ``vf.Trace``, the call a rollout ends with.
+
+Why no full rollout: a verifiers 0.4 rollout runs the model through a harness program that the
+runtime installs with uv from the package index when it starts (PEP 723 script dependencies), which
+a test cannot fetch; scoring, loading and validation are the library's own code paths without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1", reason="pip install 'proofgym[verifiers]'")
+
+from proofgym.envs.errors import VerifierCrashed  # noqa: E402
+from proofgym.envs.types import CheckResult, Task  # noqa: E402
+from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
+from proofgym.training.integrations import verifiers_env  # noqa: E402
+from proofgym.training.integrations.core import ProofScorer  # noqa: E402
+from tests.conftest import requires_coq  # noqa: E402
+
+TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
+OK_REPLY = "```coq\nProof. lia. Qed.\n```"
+FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
+CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
+PACKAGE = Path(__file__).resolve().parent.parent / "examples" / "integrations" / "verifiers"
+
+
+class FakeBrokenVerifier:
+    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
+
+    system = "coq"
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        raise VerifierCrashed("fake: coqidetop died")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def hub_package(monkeypatch) -> Iterator[None]:
+    """The Hub package importable by its id, as ``pip install examples/integrations/verifiers`` makes it."""
+    monkeypatch.syspath_prepend(str(PACKAGE))
+    yield
+
+
+@contextmanager
+def scoring_with(verifier: Any) -> Iterator[ProofScorer]:
+    """Tasks of coq-tiny scored on ``verifier`` in this process (what ``scorer_for`` would otherwise make)."""
+    with InProcessPool({"coq": verifier}) as pool:
+        scorer = ProofScorer("coq-tiny", pool=pool)
+        verifiers_env.use_scorer("coq-tiny", scorer)
+        try:
+            yield scorer
+        finally:
+            verifiers_env.use_scorer("coq-tiny", None)
+
+
+def _task(task_id: str) -> Any:
+    """The task ``task_id`` as verifiers' own loader builds it from the Hub package's id."""
+    from verifiers.v1.utils.loaders import load_taskset, taskset_config_type
+
+    config = taskset_config_type(verifiers_env.TASKSET_ID)(id=verifiers_env.TASKSET_ID)
+    return next(t for t in load_taskset(config) if t.data.task_id == task_id)
+
+
+def _scored(task: Any, reply: str) -> Any:
+    """``Task.score`` on a trace whose agent replied ``reply`` (the trace a rollout hands to scoring)."""
+    from verifiers.v1.state import state_cls
+    from verifiers.v1.trace import Trace, TraceTask
+
+    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+                  state=state_cls(type(task))(), agent=vf.AgentInfo(config=vf.AgentConfig(), name="scripted"),
+                  root_reply=reply)
+    try:
+        asyncio.run(task.score(trace))
+    except vf.TaskError as exc:
+        trace.info["error"] = exc
+    return trace
+
+
+@requires_coq
+@pytest.mark.prover
+def test_the_reward_scores_ok_fail_and_cheating_with_real_coq(hub_package, coq_verifier):
+    with scoring_with(coq_verifier):
+        task = _task(TASK)
+        assert "lt_le" in task.data.prompt_text
+        rewards = [_scored(task, reply).rewards["proof"].score for reply in (OK_REPLY, FAIL_REPLY, CHEAT_REPLY)]
+    assert rewards == [1.0, 0.0, -1.0]
+
+
+def test_a_harness_failure_is_the_rollouts_error_and_no_reward(hub_package):
+    with scoring_with(FakeBrokenVerifier()):
+        trace = _scored(_task(TASK), OK_REPLY)
+    assert trace.rewards["proof"] is None  # verifiers' "scoring didn't run", never a 0
+    assert "fake: coqidetop died" in str(trace.info["error"])
+
+
+@requires_coq
+@pytest.mark.prover
+def test_the_pages_example_vf_validate_passes_the_hub_package_with_real_coq(hub_package, coq_verifier, tmp_path,
+                                                                            monkeypatch):
+    from tests.test_integrations_docs import doc_example
+
+    monkeypatch.setenv("VF_RUN_ID", "proofgym-test")  # validate.main sets it for its run; keep it to this test
+    monkeypatch.chdir(tmp_path)
+    with scoring_with(coq_verifier):
+        exec(compile(doc_example("verifiers"), "docs/integrations/verifiers.md", "exec"), {})  # noqa: S102
+    (summary,) = tmp_path.glob("vf-validate-runs/*/summary.json")
+    checks = json.loads(summary.read_text())["checks"]
+    # gold: every reference proof verifies; noop: an untouched rollout (no reply) is not solved
+    assert (checks["gold"]["valid"], checks["noop"]["valid"]) == (5, 5)
+
+
+def test_load_environment_builds_verifiers_env_over_the_suite(hub_package):
+    with scoring_with(FakeBrokenVerifier()):
+        env = verifiers_env.load_environment("coq-tiny")
+    assert isinstance(env, vf.Env)
+    assert env.config.taskset.id == verifiers_env.TASKSET_ID and env.config.taskset.task.suite == "coq-tiny"

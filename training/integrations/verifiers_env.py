@@ -1,0 +1,166 @@
+"""proofgym as a verifiers (Prime Intellect) v1 taskset, and the ``load_environment`` entry point.
+
+verifiers 0.4 (``pip install 'proofgym[verifiers]'``) loads a taskset package by id: the package
+exports its ``vf.Taskset`` subclass in ``__all__`` (``examples/integrations/verifiers/proofgym_verifiers``
+is that package for the Environments Hub). Here:
+
+- :class:`ProofgymTaskset` yields one :class:`ProofTask` per suite task (``TaskData.prompt`` is the
+  chat prompt GRPO and evaluation use; ``task_id`` names the proofgym task);
+- :meth:`ProofTask.proof` is the ``@vf.reward``: the proof in the agent's last reply
+  (``trace.last_reply``) checked by the shared core, OK 1.0, FAIL/TIMEOUT/ERROR 0.0, CHEATING -1.0;
+- :meth:`ProofTask.validate` is verifiers' model-free check: the task's reference proof verifies;
+- :func:`load_environment` is the module-level entry (``vf.load_environment`` with this taskset).
+
+A harness failure (the verifier broke) raises :class:`~proofgym.envs.errors.VerifierError` out of the
+reward; verifiers attributes it to the task boundary (``vf.TaskError``), records it on the trace and
+leaves its reward ``None``: "a bad rollout is data, not a crash", and never a 0.
+
+The checker: one :class:`~proofgym.training.integrations.core.ProofScorer` per (suite, service URL)
+in each process that scores (a verifiers env worker), made on first use; with ``service_url`` every
+worker checks on one shared ``proofgym serve-verifier``. :func:`use_scorer` installs one the caller owns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from proofgym.envs.errors import DependencyNotInstalled, VerifierError
+from proofgym.envs.types import Verdict
+from proofgym.training.integrations.core import ProofScorer
+
+try:
+    import verifiers.v1 as vf
+except ImportError as exc:  # pragma: no cover - the message is the point
+    raise DependencyNotInstalled(
+        f"the verifiers adapter needs verifiers 0.4: pip install 'proofgym[verifiers]' ({exc})") from exc
+
+__all__ = ["TASKSET_ID", "ProofgymTaskset", "load_environment"]
+
+#: The id verifiers loads the taskset by: the Hub package ``examples/integrations/verifiers`` installs it.
+TASKSET_ID = "proofgym-verifiers"
+
+_SCORERS: dict[tuple[str, str | None], ProofScorer] = {}
+_MADE: set[tuple[str, str | None]] = set()
+_LOCK = threading.Lock()
+
+
+def use_scorer(suite: str, scorer: ProofScorer | None, *, service_url: str | None = None) -> None:
+    """Install ``scorer`` for tasks of ``suite`` in this process (``None`` removes it; its owner closes it)."""
+    with _LOCK:
+        _MADE.discard((suite, service_url))
+        if scorer is None:
+            _SCORERS.pop((suite, service_url), None)
+        else:
+            _SCORERS[(suite, service_url)] = scorer
+
+
+def scorer_for(config: ProofTaskConfig) -> ProofScorer:
+    """This process's scorer for a task config's suite and service, made on first use (closed at exit)."""
+    key = (config.suite, config.service_url)
+    with _LOCK:
+        if key not in _SCORERS:
+            if not _MADE:
+                atexit.register(close_scorers)  # the worker processes of a made pool stop with this process
+            _SCORERS[key] = ProofScorer(config.suite, service_url=config.service_url, token=config.token,
+                                        workers=config.workers)
+            _MADE.add(key)
+        return _SCORERS[key]
+
+
+def close_scorers() -> None:
+    """Close the scorers :func:`scorer_for` made (never one installed with :func:`use_scorer`)."""
+    with _LOCK:
+        made = [_SCORERS.pop(key) for key in list(_MADE) if key in _SCORERS]
+        _MADE.clear()
+    for scorer in made:
+        scorer.close()
+
+
+class ProofTaskConfig(vf.TaskConfig):
+    """Where a task's replies are checked (``--env.taskset.task.*``)."""
+
+    suite: str = "coq-tiny"
+    """The proofgym suite the tasks come from (a packaged or built suite name, or a path)."""
+    service_url: str | None = None
+    """A running ``proofgym serve-verifier`` to check on; unset: local worker processes."""
+    token: str | None = None
+    """The service's bearer token."""
+    workers: int = 2
+    """Local verifier workers (or concurrent service requests) per env worker process."""
+
+
+class ProofgymTasksetConfig(vf.TasksetConfig):
+    """The taskset's config (``--env.taskset.*``); the suite is the task config's."""
+
+    task: ProofTaskConfig = ProofTaskConfig()
+    context_chars: int = 2000
+    """Longest task context a prompt shows."""
+
+
+class ProofTaskData(vf.TaskData):
+    """A proofgym task on the wire: verifiers' fields plus the proofgym id, system and category."""
+
+    task_id: str
+    system: str
+    category: str = ""
+
+
+class ProofTask(vf.Task[ProofTaskData, vf.State, ProofTaskConfig]):
+    """Prove the statement; the real prover's verdict on the last reply is the reward."""
+
+    @vf.reward
+    async def proof(self, task: ProofTaskData, trace: vf.Trace) -> float:
+        """OK 1.0, FAIL/TIMEOUT/ERROR 0.0, CHEATING -1.0; a harness failure raises (the rollout's error, no reward)."""
+        scorer = scorer_for(self.config)
+        outcome = await _in_thread(scorer.score, task.task_id, trace.last_reply)
+        if outcome.reward is None:
+            raise VerifierError(f"harness failure, no reward: {outcome.harness_error}")
+        trace.info["proofgym"] = {"verdict": outcome.verdict, "reasons": list(outcome.reasons),
+                                  "feedback": outcome.feedback}
+        return float(outcome.reward)
+
+    async def validate(self, runtime: Any = None) -> bool | None:
+        """The reference proof verifies (``None`` when the task has none)."""
+        scorer = scorer_for(self.config)
+        reference = scorer.task(self.data.task_id).reference_proof
+        if not reference.strip():
+            return None
+        outcome = await _in_thread(scorer.score, self.data.task_id, reference)
+        if outcome.verdict is None:
+            raise VerifierError(f"harness failure while validating {self.data.task_id}: {outcome.harness_error}")
+        return outcome.verdict == Verdict.OK.value
+
+
+class ProofgymTaskset(vf.Taskset[ProofTask, ProofgymTasksetConfig]):
+    """The tasks of a proofgym suite, each a :class:`ProofTask`."""
+
+    def load(self) -> Iterator[ProofTask]:
+        task_config = self.config.task
+        scorer = scorer_for(task_config)
+        for task in scorer.tasks:
+            data = ProofTaskData(id=task.id, name=task.id, task_id=task.id, system=task.system,
+                                 category=task.category,
+                                 prompt=scorer.prompt(task, context_chars=self.config.context_chars))
+            yield ProofTask(data, task_config)
+
+
+def load_environment(suite: str = "coq-tiny", *, service_url: str | None = None, workers: int = 2,
+                     **env: Any) -> Any:
+    """The verifiers ``Env`` over a proofgym suite, built by verifiers' own loader (``vf.load_environment``).
+
+    ``env`` is the rest of the ``EnvConfig`` (agents, harness). verifiers 0.4 has no pre-v1
+    ``SingleTurnEnv``/``Rubric`` classes, so this entry returns the v1 ``Env``.
+    """
+    taskset = {"id": TASKSET_ID, "task": {"suite": suite, "service_url": service_url, "workers": workers}}
+    # the package exports no Env of its own, so verifiers runs it as a SingleAgentEnv (one agent, one task)
+    return vf.load_environment(vf.SingleAgentEnvConfig(taskset=taskset, **env))
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """Run a blocking check off the event loop (a check takes a prover's time)."""
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
