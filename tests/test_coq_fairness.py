@@ -292,6 +292,26 @@ SLIPS = [
       id="proof-in-the-middle"),
     S("hard", "Proof. induction n. Proof with auto. all: simpl... Qed.", Verdict.ERROR, "first sentence",
       id="proof-with-late-is-error"),
+    # -- a lemma statement where the proof should be (docs/verdicts.md's row, on the real prover) ------------
+    S("hard", "Proof. Lemma other (m : nat) : m = m. induction n; simpl; auto. Qed.", Verdict.ERROR,
+      "states a lemma inside the proof", id="lemma-statement-inside-the-proof"),
+    S("hard", "Lemma other (m : nat) : m = m.", Verdict.ERROR, "not the task's statement",
+      id="lemma-statement-as-the-whole-reply"),
+    S("hard", "Proof. Lemma other (m : nat) : m = m. Admitted.", Verdict.CHEATING, "Admitted",
+      id="lemma-statement-inside-then-admitted"),
+    # -- issue 26: a command has one class wherever it stands ----------------------------------------------
+    S("hard", "Proof. induction n; simpl; auto. Qed.\nDefinition d := 1.", Verdict.ERROR, "adds a declaration",
+      id="helper-after-the-proof-is-error"),
+    S("hard", "Proof. induction n; simpl; auto. Qed.\nUnset Printing Notations.", Verdict.OK,
+      id="display-option-after-the-proof-is-dropped"),
+    S("hard", "Proof. induction n; simpl; auto. Qed.\nUnset Guard Checking.", Verdict.CHEATING, "Guard Checking",
+      id="kernel-switch-after-the-proof-is-cheating"),
+    S("hard", "Proof. Locate plus_n_O. Test Printing All. Pwd. Print Assumptions plus_n_O. "
+              "induction n; simpl; auto. Qed.", Verdict.OK, id="queries-inside-the-proof-are-dropped"),
+    S("hard", "Proof. #[local] Hint Resolve plus_n_O : core. Create HintDb db. induction n; simpl; auto. Qed.",
+      Verdict.OK, id="hints-inside-the-proof-are-dropped"),
+    S("hard", "Proof. Ltac finish := auto. induction n; simpl; finish. Qed.", Verdict.ERROR, "adds a declaration",
+      id="ltac-inside-the-proof-is-error"),
     # -- other commands before the proof -----------------------------------------------------------------
     S("hard", "Definition double n := n + n.\nProof. induction n; simpl; auto. Qed.", Verdict.ERROR,
       "cannot add definitions", id="helper-definition-is-error"),

@@ -279,10 +279,11 @@ def test_the_original_file_is_reachable_through_its_vo_but_not_from_the_task(pro
     for proof in ("Proof. exact Proj.Arith.double_S. Qed.", "Proof. exact double_S. Qed.",
                   "Proof. intro n. apply Proj.Arith.later. Qed.", "Proof. intro n. apply later. Qed."):
         assert verifier.check(task, proof).verdict is Verdict.FAIL, proof  # not there to be named
+    # A Require is judged by what it brings (issue 26): the original file, loaded by the proof, is the leak.
     before = verifier.check(task, "Require Import Proj.Arith.\nProof. exact Proj.Arith.double_S. Qed.")
-    assert before.verdict is Verdict.ERROR and "does not load" in before.reasons[0]
+    assert before.verdict is Verdict.CHEATING and "uses the original lemma" in before.reasons[0], before
     inside = verifier.check(task, "Proof. Require Import Proj.Arith. exact Proj.Arith.double_S. Qed.")
-    assert inside.verdict is Verdict.CHEATING
+    assert inside.verdict is Verdict.CHEATING and "uses the original lemma" in inside.reasons[0], inside
     # A library the context already loads may be required again (an honest slip): dropped, then checked.
     again = verifier.check(task, "Require Import Proj.Base.\n" + task.reference_proof)
     assert again.verdict is Verdict.OK

@@ -149,9 +149,8 @@ def coq_task(statement: str = "Lemma t : True.", timeout_s: float = 10) -> Task:
 # layer 1: the whitelist rejects every command that does I/O or loads code, before any prover runs
 
 ESCAPES = {
-    "read": ['Load "{secret}".', 'Add LoadPath "{dir}" as Leak.', 'Locate File "{secret}".', "Require Import Leak."],
-    "write": ['Redirect "{dir}/pwn" Print nat.', 'Extraction "{dir}/pwn.ml" nat.', "Separate Extraction nat.",
-              'Cd "{dir}".'],
+    "read": ['Load "{secret}".', 'Add LoadPath "{dir}" as Leak.'],
+    "write": ['Redirect "{dir}/pwn" Print nat.', 'Extraction "{dir}/pwn.ml" nat.', "Separate Extraction nat."],
     "connect": [f'Declare ML Module "{PLUGIN}:{PLUGIN}".'],
     "fork": ["Extraction TestCompile nat.", f'Declare ML Module "{PLUGIN}:{PLUGIN}".'],
     "memory": [f'Declare ML Module "{PLUGIN}:{PLUGIN}".', "Timeout 1 Redirect \"x\" Print nat."],
@@ -169,12 +168,21 @@ def test_layer1_whitelist_rejects_the_escape_before_any_prover_runs(verifier, tm
         before = verifier.stats["sessions_started"]
         result = verifier.check(coq_task(), f"Proof. {text} exact I. Qed.")
         assert result.verdict is Verdict.CHEATING and result.backend == "precheck", (text, result)
-        if text.startswith("Require"):
-            # Which library a Require names is Coq's to say: the verifier asks `Locate Library` in the
-            # task's own (trusted) context session; the submission's sentences never reach a prover.
-            assert any("does not load" in r for r in result.reasons), result.reasons
-        else:
-            assert verifier.stats["sessions_started"] == before, f"no prover may start for {text!r}"
+        assert verifier.stats["sessions_started"] == before, f"no prover may start for {text!r}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.v"], "nothing may be written"
+
+
+@pytest.mark.parametrize(("sentence", "verdict"), [
+    # Issue 26: none of these can make an unproved statement pass, and none is ever sent to Coq.
+    ('Locate File "{secret}".', Verdict.OK),  # a query: dropped with a note, so it reads nothing
+    ('Cd "{dir}".', Verdict.ERROR),  # moves nothing that is sent: ERROR saying to remove it
+    ("Require Import Leak.", Verdict.ERROR),  # names no library on the load path (Add LoadPath is never sent)
+])
+def test_a_file_system_command_that_cannot_cheat_is_not_sent(verifier, tmp_path, sentence, verdict):
+    secret = tmp_path / "secret.v"
+    secret.write_text("Definition leaked := 12345.\n")
+    result = verifier.check(coq_task(), f"Proof. {sentence.format(secret=secret, dir=tmp_path)} exact I. Qed.")
+    assert result.verdict is verdict, result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.v"], "nothing may be written"
 
 

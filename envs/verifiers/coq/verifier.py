@@ -711,7 +711,9 @@ class CoqVerifier(ProverVerifier):
         module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
         if not qualid:
             # No qualid: a loaded library lemma with the target's name is taken as the original.
-            others = [f for f in _locate_all(session.ide, name, state) if f.startswith("Coq.")]
+            # (or of a library the proof loaded itself: the original file of a task without a qualid)
+            others = [f for f in _locate_all(session.ide, name, state)
+                      if f.startswith("Coq.") or any(f.startswith(lib + ".") for lib in proof_loaded)]
             if len(others) == 1:
                 qualid = others[0]
                 module = qualid.rsplit(".", 1)[0]
