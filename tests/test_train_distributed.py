@@ -286,6 +286,38 @@ def test_a_turn_under_vllm_gets_its_own_token_cap_and_the_engine_keeps_its_budge
     assert engine.max_completion_length == 256
 
 
+class _SyncingVLLM(_StandInVLLM):
+    """Also records when the trainer's weights are pushed to it (TRL's ``sync_weights``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def sync_weights(self) -> None:
+        self.events.append("sync")
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int) -> tuple:
+        self.events.append("generate")
+        return super().generate(prompts, images, num_generations)
+
+
+def test_a_curriculum_estimate_under_vllm_generates_with_the_trained_weights_synced_first():
+    """vLLM starts with the checkpoint it loaded; the step-0 estimate ran before TRL's first sync, so it measured
+    the base model instead of the SFT warm start GRPO starts from."""
+    from proofgym.training.rollout import TrainerGenerator
+
+    engine = _SyncingVLLM()
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=engine, state=SimpleNamespace(global_step=0),
+                              _last_loaded_step=-1)
+    generate = TrainerGenerator(trainer)
+    generate([[1, 2]], 4)
+    generate([[3]], 4)  # the same step: the weights are already there
+    assert engine.events == ["sync", "generate", "generate"] and trainer._last_loaded_step == 0
+    trainer.state.global_step = 6  # a refresh after step 6: the weights have changed
+    generate([[1]], 4)
+    assert engine.events[3:] == ["sync", "generate"]
+
+
 # -- model_init_kwargs -----------------------------------------------------------------------------------
 def test_model_init_kwargs_dtype_and_attn_implementation_are_honoured_when_proofgym_loads_the_model(tiny_model):
     import torch

@@ -119,3 +119,26 @@ def tiny_model(tmp_path_factory) -> Path:
     from proofgym.agents.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_the_vllm_recipes_cap_the_engine_for_what_the_run_sends(tmp_path):
+    from proofgym.training.plan import check_vllm_caps, vllm_max_num_seqs
+
+    cfg = _gpu_config(ProofGRPOConfig, "grpo_gpu.yaml", tmp_path)
+    cfg.use_vllm = True  # after loading: TRL checks that vLLM is installed when the flag is set
+    assert vllm_max_num_seqs(cfg) == 32 and cfg.curriculum_batch_size <= 32
+    assert cfg.vllm_enable_sleep_mode is False  # every generate would re-push the weights
+    check_vllm_caps(cfg, longest_prompt=1000)
+    repair = _gpu_config(ProofGRPOConfig, "grpo_repair_gpu.yaml", tmp_path)
+    repair.use_vllm = True
+    check_vllm_caps(repair, longest_prompt=1000)  # 1000 + 3 x 1024 + 2 x 1500 = 7072 <= 8192
+    with pytest.raises(TrainConfigError, match=r"vllm_max_model_length is 8192, below.*at least 8272"):
+        check_vllm_caps(repair, longest_prompt=2200)
+    cfg.vllm_max_model_length = None
+    with pytest.raises(TrainConfigError, match=r"vllm_max_model_length is not set.*whole context.*at least 2024"):
+        check_vllm_caps(cfg, longest_prompt=1000)
+    cfg.vllm_max_model_length, cfg.curriculum_batch_size = 4096, 64
+    with pytest.raises(TrainConfigError, match=r"curriculum_batch_size 64 is above the 32 sequences"):
+        check_vllm_caps(cfg, longest_prompt=1000)
+    cfg.vllm_mode = "server"  # the server's own flags size it
+    check_vllm_caps(cfg, longest_prompt=1000)

@@ -37,7 +37,7 @@ from proofgym.training.common import (
 from proofgym.training.distributed import fix_reentrant_checkpointing, refuse_hanging_settings
 from proofgym.training.grpo_config import ProofGRPOConfig
 from proofgym.training.logging import setup_wandb
-from proofgym.training.plan import plan_run
+from proofgym.training.plan import check_vllm_caps, plan_run
 
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
@@ -75,6 +75,8 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     model = keep_fp32_masters(model, cfg)
     if template is not None:
         tokenizer.chat_template = template
+    if cfg.use_vllm:  # the engine's caps against the prompts it will get
+        check_vllm_caps(cfg, longest_prompt(tokenizer, rows))
     warm: dict[str, Any] = {}
     start = None
     if cfg.warm_start_sft_steps:
@@ -176,6 +178,14 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
     announce(f"SFT warm start done in {info['seconds']:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
              f"saved to {out}" if losses else f"SFT warm start done; saved to {out}")
     return model, info
+
+
+def longest_prompt(tokenizer: Any, rows: list[dict[str, Any]]) -> int:
+    """Tokens of the longest training prompt, as the policy sees it (chat template, generation prompt)."""
+    from proofgym.training.rollout import render_chat, token_ids
+
+    return max((len(token_ids(tokenizer, render_chat(tokenizer, r["prompt"], generation_prompt=True))) for r in rows),
+               default=0)
 
 
 def _read_template(path: str) -> str:

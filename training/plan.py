@@ -209,3 +209,48 @@ def plan_run(cfg: Any, tasks: int, *, algo: str, world_size: int | None = None) 
     if getattr(cfg, "process_index", 0) == 0:
         announce(plan.describe())
     return plan
+
+
+def vllm_max_num_seqs(cfg: Any) -> int:
+    """The most sequences TRL's colocated vLLM engine runs at once (what TRL passes it as ``max_num_seqs``)."""
+    per_generation = int(getattr(cfg, "steps_per_generation", None) or cfg.gradient_accumulation_steps)
+    return int(cfg.per_device_train_batch_size) * int(getattr(cfg, "vllm_tensor_parallel_size", 1) or 1) \
+        * per_generation
+
+
+def vllm_model_length_needed(cfg: Any, longest_prompt: int) -> int:
+    """Tokens one sequence can reach: the longest prompt, every turn's reply, and (repair) the feedback between
+    them, counted at one token per character of ``feedback_chars`` (an upper bound)."""
+    turns = int(getattr(cfg, "max_turns", 1) or 1)
+    feedback = int(getattr(cfg, "feedback_chars", 0) or 0) if turns > 1 else 0
+    return int(longest_prompt) + turns * int(cfg.max_completion_length) + (turns - 1) * feedback
+
+
+def check_vllm_caps(cfg: Any, longest_prompt: int) -> None:
+    """Refuse a colocated vLLM engine sized for the wrong run (no-op without vLLM or in server mode).
+
+    - ``vllm_max_model_length`` unset: vLLM sizes its KV cache for the model's whole context (32k tokens for
+      Qwen2.5), memory the run never uses; set below what a sequence reaches: vLLM refuses the prompt mid-run.
+    - ``curriculum_batch_size`` above the engine's ``max_num_seqs``: every estimate runs in several waves.
+
+    Raises:
+        TrainConfigError: what to set, with the numbers.
+    """
+    if not getattr(cfg, "use_vllm", False) or getattr(cfg, "vllm_mode", "colocate") != "colocate":
+        return
+    needed = vllm_model_length_needed(cfg, longest_prompt)
+    length = getattr(cfg, "vllm_max_model_length", None)
+    if not length or length < needed:
+        what = "is not set: vLLM would size its KV cache for the model's whole context" if not length else \
+            f"is {length}, below what a sequence reaches"
+        raise TrainConfigError(
+            f"vllm_max_model_length {what}. Set it to at least {needed} (the longest prompt, {longest_prompt} tokens, "
+            f"+ {getattr(cfg, 'max_turns', 1) or 1} turn(s) of max_completion_length {cfg.max_completion_length}"
+            + (f" + feedback_chars {cfg.feedback_chars} per repair turn" if getattr(cfg, "max_turns", 1) > 1 else "")
+            + "), rounded up to a power of two")
+    seqs = vllm_max_num_seqs(cfg)
+    if getattr(cfg, "curriculum", False) and cfg.curriculum_batch_size > seqs:
+        raise TrainConfigError(
+            f"curriculum_batch_size {cfg.curriculum_batch_size} is above the {seqs} sequences TRL's vLLM engine runs "
+            f"at once (per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation): each "
+            f"curriculum call would run in waves. Set curriculum_batch_size to at most {seqs}")

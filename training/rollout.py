@@ -121,6 +121,13 @@ class TrainerGenerator:
             # call: set it for this call, so a repair turn (or a curriculum sample) gets max_new_tokens, not
             # the whole episode's budget.
             engine = trainer.vllm_generation
+            # vLLM holds the weights of the last sync: before the first GRPO step that is the checkpoint it loaded,
+            # not the model being trained (the SFT warm start, in memory). Sync as TRL does before it generates,
+            # so the curriculum's step-0 estimate measures the policy GRPO starts from (once per step, as TRL).
+            step = getattr(getattr(trainer, "state", None), "global_step", None)
+            if step is not None and getattr(trainer, "_last_loaded_step", None) != step:
+                engine.sync_weights()
+                trainer._last_loaded_step = step
             budget = engine.max_completion_length
             engine.max_completion_length = max_new_tokens
             try:
