@@ -27,7 +27,7 @@ from proofgym.envs.errors import VerifierCrashed  # noqa: E402
 from proofgym.envs.types import CheckResult, Task  # noqa: E402
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
 from proofgym.training.integrations import verifiers_env  # noqa: E402
-from proofgym.training.integrations.core import ProofScorer  # noqa: E402
+from proofgym.training.integrations.core import ProofScorer, use_scorer  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
 
 TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
@@ -61,11 +61,11 @@ def scoring_with(verifier: Any) -> Iterator[ProofScorer]:
     """Tasks of coq-tiny scored on ``verifier`` in this process (what ``scorer_for`` would otherwise make)."""
     with InProcessPool({"coq": verifier}) as pool:
         scorer = ProofScorer("coq-tiny", pool=pool)
-        verifiers_env.use_scorer("coq-tiny", scorer)
+        use_scorer("coq-tiny", scorer)
         try:
             yield scorer
         finally:
-            verifiers_env.use_scorer("coq-tiny", None)
+            use_scorer("coq-tiny", None)
 
 
 def _task(task_id: str) -> Any:

@@ -26,6 +26,7 @@ The reward-service contract every adapter relies on:
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ from proofgym.envs.episode import FINAL_VERDICTS, Episode, TaskSet, Turn
 from proofgym.envs.types import Task
 from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
-__all__ = ["ProofScorer", "ProofSession", "SuiteLike"]
+__all__ = ["ProofScorer", "ProofSession", "SuiteLike", "close_scorers", "scorer_for", "use_scorer"]
 
 SuiteLike = str | Path | Sequence[Task | Mapping[str, Any]] | TaskSet
 
@@ -195,3 +196,45 @@ class ProofSession:
     def feedback_turn(self) -> dict[str, str]:
         """The user turn that carries the last verdict's feedback (for the next attempt)."""
         return self.scorer.repair_turn(self.task, self.episode.feedback)
+
+
+# -- one scorer per process, for trainers that load a reward by name ----------------------------
+# verl, OpenRLHF and verifiers call a reward function (or build a task) in worker processes they
+# start themselves, with no way to hand it an object: such a process gets its scorer here, made on
+# first use from what the trainer's config names, and closed at exit.
+_SCORERS: dict[tuple[str, str | None], ProofScorer] = {}
+_MADE: set[tuple[str, str | None]] = set()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def scorer_for(suite: str, *, service_url: str | None = None, token: str | None = None,
+               workers: int = 2) -> ProofScorer:
+    """This process's scorer for ``suite`` (checked on ``service_url`` if given), made on first use."""
+    key = (str(suite), service_url or None)
+    with _REGISTRY_LOCK:
+        if key not in _SCORERS:
+            if not _MADE:
+                atexit.register(close_scorers)  # the worker processes of a made pool stop with this process
+            _SCORERS[key] = ProofScorer(suite, service_url=service_url, token=token, workers=workers)
+            _MADE.add(key)
+        return _SCORERS[key]
+
+
+def use_scorer(suite: str, scorer: ProofScorer | None, *, service_url: str | None = None) -> None:
+    """Install ``scorer`` as this process's scorer for ``suite`` (``None`` removes it; its owner closes it)."""
+    key = (str(suite), service_url or None)
+    with _REGISTRY_LOCK:
+        _MADE.discard(key)
+        if scorer is None:
+            _SCORERS.pop(key, None)
+        else:
+            _SCORERS[key] = scorer
+
+
+def close_scorers() -> None:
+    """Close the scorers :func:`scorer_for` made (never one installed with :func:`use_scorer`)."""
+    with _REGISTRY_LOCK:
+        made = [_SCORERS.pop(key) for key in list(_MADE) if key in _SCORERS]
+        _MADE.clear()
+    for scorer in made:
+        scorer.close()

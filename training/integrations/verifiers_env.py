@@ -22,14 +22,12 @@ worker checks on one shared ``proofgym serve-verifier``. :func:`use_scorer` inst
 
 from __future__ import annotations
 
-import atexit
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from proofgym.envs.errors import DependencyNotInstalled, VerifierError
 from proofgym.envs.types import Verdict
-from proofgym.training.integrations.core import ProofScorer
+from proofgym.training.integrations.core import ProofScorer, scorer_for, use_scorer
 
 try:
     import verifiers.v1 as vf
@@ -37,46 +35,13 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise DependencyNotInstalled(
         f"the verifiers adapter needs verifiers 0.4: pip install 'proofgym[verifiers]' ({exc})") from exc
 
-__all__ = ["TASKSET_ID", "ProofgymTaskset", "load_environment"]
+__all__ = ["TASKSET_ID", "ProofgymTaskset", "load_environment", "use_scorer"]
 
 #: The id verifiers loads the taskset by: the Hub package ``examples/integrations/verifiers`` installs it.
 TASKSET_ID = "proofgym-verifiers"
 
-_SCORERS: dict[tuple[str, str | None], ProofScorer] = {}
-_MADE: set[tuple[str, str | None]] = set()
-_LOCK = threading.Lock()
-
-
-def use_scorer(suite: str, scorer: ProofScorer | None, *, service_url: str | None = None) -> None:
-    """Install ``scorer`` for tasks of ``suite`` in this process (``None`` removes it; its owner closes it)."""
-    with _LOCK:
-        _MADE.discard((suite, service_url))
-        if scorer is None:
-            _SCORERS.pop((suite, service_url), None)
-        else:
-            _SCORERS[(suite, service_url)] = scorer
-
-
-def scorer_for(config: ProofTaskConfig) -> ProofScorer:
-    """This process's scorer for a task config's suite and service, made on first use (closed at exit)."""
-    key = (config.suite, config.service_url)
-    with _LOCK:
-        if key not in _SCORERS:
-            if not _MADE:
-                atexit.register(close_scorers)  # the worker processes of a made pool stop with this process
-            _SCORERS[key] = ProofScorer(config.suite, service_url=config.service_url, token=config.token,
-                                        workers=config.workers)
-            _MADE.add(key)
-        return _SCORERS[key]
-
-
-def close_scorers() -> None:
-    """Close the scorers :func:`scorer_for` made (never one installed with :func:`use_scorer`)."""
-    with _LOCK:
-        made = [_SCORERS.pop(key) for key in list(_MADE) if key in _SCORERS]
-        _MADE.clear()
-    for scorer in made:
-        scorer.close()
+def _scorer(config: ProofTaskConfig) -> ProofScorer:
+    return scorer_for(config.suite, service_url=config.service_url, token=config.token, workers=config.workers)
 
 
 class ProofTaskConfig(vf.TaskConfig):
@@ -114,7 +79,7 @@ class ProofTask(vf.Task[ProofTaskData, vf.State, ProofTaskConfig]):
     @vf.reward
     async def proof(self, task: ProofTaskData, trace: vf.Trace) -> float:
         """OK 1.0, FAIL/TIMEOUT/ERROR 0.0, CHEATING -1.0; a harness failure raises (the rollout's error, no reward)."""
-        scorer = scorer_for(self.config)
+        scorer = _scorer(self.config)
         outcome = await _in_thread(scorer.score, task.task_id, trace.last_reply)
         if outcome.reward is None:
             raise VerifierError(f"harness failure, no reward: {outcome.harness_error}")
@@ -124,7 +89,7 @@ class ProofTask(vf.Task[ProofTaskData, vf.State, ProofTaskConfig]):
 
     async def validate(self, runtime: Any = None) -> bool | None:
         """The reference proof verifies (``None`` when the task has none)."""
-        scorer = scorer_for(self.config)
+        scorer = _scorer(self.config)
         reference = scorer.task(self.data.task_id).reference_proof
         if not reference.strip():
             return None
@@ -139,7 +104,7 @@ class ProofgymTaskset(vf.Taskset[ProofTask, ProofgymTasksetConfig]):
 
     def load(self) -> Iterator[ProofTask]:
         task_config = self.config.task
-        scorer = scorer_for(task_config)
+        scorer = _scorer(task_config)
         for task in scorer.tasks:
             data = ProofTaskData(id=task.id, name=task.id, task_id=task.id, system=task.system,
                                  category=task.category,
