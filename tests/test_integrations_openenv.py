@@ -106,6 +106,29 @@ def test_the_pages_example_runs_against_a_served_app(coq_verifier, capsys):
     assert capsys.readouterr().out.splitlines()[-2:] == ["FAIL 0.0 False", "OK 1.0 True"]
 
 
+@requires_coq
+@pytest.mark.prover
+def test_a_probe_with_openenvs_generic_client_gets_proofgym_checks_verdicts(coq_verifier, tmp_path, capsys):
+    """The issue's acceptance probe: the generic client's verdicts are the ones ``proofgym check`` gives."""
+    import json
+
+    from proofgym.cli import main
+
+    cli_verdicts = []
+    for reply in (OK_REPLY, FAIL_REPLY, CHEAT_REPLY):
+        proof = tmp_path / "proof.v"
+        proof.write_text(reply.split("\n", 1)[1].rsplit("\n```", 1)[0])  # the fenced proof, as a user would save it
+        main(["check", "--suite", "coq-tiny", "--task-id", TASK, "--proof", str(proof), "--json"])
+        cli_verdicts.append(json.loads(capsys.readouterr().out)["verdict"])
+    with InProcessPool({"coq": coq_verifier}) as pool, serving(make_app("coq-tiny", pool=pool)) as url:
+        env_verdicts = []
+        for reply in (OK_REPLY, FAIL_REPLY, CHEAT_REPLY):
+            with GenericEnvClient(base_url=url).sync() as env:
+                env.reset(task_id=TASK)
+                env_verdicts.append(env.step({"proof": reply}).observation["verdict"])
+    assert env_verdicts == cli_verdicts == ["OK", "FAIL", "CHEATING"]
+
+
 def test_a_harness_failure_is_no_reward_over_the_websocket():
     with InProcessPool({"coq": FakeBrokenVerifier()}) as pool, serving(make_app("coq-tiny", pool=pool)) as url, \
             GenericEnvClient(base_url=url).sync() as env:
