@@ -60,7 +60,8 @@ def _trainer(tmp_path: Path, spec: ProofgymSpec) -> Any:
     args = GRPOConfig(output_dir=str(tmp_path / "run"), report_to="none", per_device_train_batch_size=2,
                       num_generations=2, max_completion_length=8, use_cpu=True, save_strategy="no")
     return GRPOTrainer(model=str(model), args=args, processing_class=tokenizer, train_dataset=spec.train_dataset,
-                       environment_factory=spec.environment_factory, reward_funcs=spec.reward_funcs)
+                       environment_factory=spec.environment_factory, rollout_func=spec.rollout_func,
+                       reward_funcs=spec.reward_funcs)
 
 
 @requires_coq
@@ -82,6 +83,28 @@ def test_trls_reward_call_scores_ok_fail_and_cheating_with_real_coq(tmp_path, co
         assert check_proof("Proof. reflexivity. Qed.").startswith("Verdict: FAIL")
         assert check_proof("Proof. lia. Qed.").startswith("Verdict: OK")
         assert env.verdicts == ["FAIL", "OK"]
+
+
+@requires_coq
+@pytest.mark.prover
+def test_trls_generation_step_runs_repair_episodes_through_the_specs_rollout(tmp_path, coq_verifier):
+    with InProcessPool({"coq": coq_verifier}) as pool, ProofgymSpec("coq-tiny", pool=pool, max_turns=2) as spec:
+        trainer = _trainer(tmp_path, spec)
+        tokenizer = trainer.processing_class
+        script = iter([FAIL_REPLY, OK_REPLY])  # turn 1 of both episodes, then turn 2 (after the feedback)
+
+        def scripted_policy(prompt_ids: list[list[int]], max_new_tokens: int) -> tuple[list[list[int]], None]:
+            reply = next(script)
+            return [tokenizer(reply, add_special_tokens=False)["input_ids"] for _ in prompt_ids], None
+
+        spec.rollout_func.generator = scripted_policy  # the policy's turns; TRL calls the rollout and the reward
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        out = trainer._generate_and_score_completions([dict(row), dict(row)])
+        outcomes = spec.scorer.reward.last_outcomes
+    assert [(o.verdict, o.turns, o.reward) for o in outcomes] == [("OK", 2, 1.0), ("OK", 2, 1.0)]
+    # the verifier's feedback between the two replies is in the completion but out of the loss (TRL's tool_mask)
+    kept = out["completion_mask"].bool()
+    assert bool((kept & out["tool_mask"].eq(0)).any())
 
 
 def test_trls_reward_call_masks_a_harness_failure(tmp_path):

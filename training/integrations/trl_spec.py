@@ -6,13 +6,13 @@ spec from a suite name, read ``.train_dataset``, ``.environment_factory`` and ``
     from trl import GRPOConfig, GRPOTrainer
     from proofgym.training.integrations.trl_spec import ProofgymSpec
 
-    spec = ProofgymSpec("coq-tiny", tools=True)
-    trainer = GRPOTrainer(model="Qwen/Qwen3-0.6B", args=GRPOConfig(max_tool_calling_iterations=4),
+    spec = ProofgymSpec("coq-tiny", max_turns=2)     # or tools=True: a check_proof tool per rollout
+    trainer = GRPOTrainer(model="Qwen/Qwen3-0.6B", args=GRPOConfig(),
                           train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
-                          reward_funcs=spec.reward_funcs)
+                          rollout_func=spec.rollout_func, reward_funcs=spec.reward_funcs)
 
 Nothing here scores: the dataset rows are GRPO's (``training/data.py``), the tool env is
-``training/environment.py``'s ``check_proof`` env, the reward is
+``training/environment.py``'s ``check_proof`` env, the repair rollout ``training/rollout.py``'s, the reward is
 :class:`~proofgym.training.rewards.VerifierReward` (the verdict of the final answer; ``None`` for a
 harness failure, which TRL turns into NaN and leaves out of the advantage).
 """
@@ -34,8 +34,10 @@ class ProofgymSpec:
     Args:
         suite: A suite name (``coq-tiny``, or one ``proofgym build`` made), a path, or a list of tasks.
         tools: Give each rollout the ``check_proof`` tool (``environment_factory``); without it
-            ``environment_factory`` is ``None`` and the policy answers in one turn.
+            ``environment_factory`` is ``None``.
         max_tool_calls: ``check_proof`` calls a rollout may make.
+        max_turns: Attempts per repair episode: above 1, ``rollout_func`` runs attempt, the verifier's
+            feedback as the next user turn, retry (``training/rollout.py``); 1: one answer per prompt.
         pool: A verifier pool (the caller closes it); else one is made on first use (``close()`` frees it).
         service_url: Check on a running ``proofgym serve-verifier`` instead of a local pool.
         token: The service's bearer token.
@@ -45,7 +47,8 @@ class ProofgymSpec:
         task_ids: Only these tasks (default: the whole suite).
     """
 
-    def __init__(self, suite: SuiteLike, *, tools: bool = False, max_tool_calls: int = 4, pool: Any = None,
+    def __init__(self, suite: SuiteLike, *, tools: bool = False, max_tool_calls: int = 4, max_turns: int = 1,
+                 pool: Any = None,
                  service_url: str | None = None, token: str | None = None, workers: int = 2,
                  reward_map: Mapping[str, float] | None = None, context_chars: int = 2000,
                  task_ids: list[str] | None = None) -> None:
@@ -53,6 +56,7 @@ class ProofgymSpec:
                                   reward_map=reward_map)
         self.tools = bool(tools)
         self.max_tool_calls = int(max_tool_calls)
+        self.max_turns = int(max_turns)
         self.context_chars = int(context_chars)
         self.task_ids = list(task_ids) if task_ids is not None else None
 
@@ -72,6 +76,20 @@ class ProofgymSpec:
         from proofgym.training.environment import environment_factory
 
         return environment_factory(self.scorer.tasks.by_id, self.scorer.pool, max_calls=self.max_tool_calls)
+
+    @cached_property
+    def rollout_func(self) -> Any:
+        """The repair rollout (``max_turns > 1``) for ``GRPOTrainer(rollout_func=...)``, else ``None``.
+
+        Its episodes are checked as they run, and the reward reads their outcomes (the ``rollout_outcomes``
+        column TRL passes on) instead of checking again.
+        """
+        if self.max_turns <= 1:
+            return None
+        from proofgym.training.rollout import RepairRollout
+
+        return RepairRollout(list(self.scorer.tasks), self.scorer.pool, max_turns=self.max_turns,
+                             reward_map=self.scorer.reward.reward_map, context_chars=self.context_chars)
 
     @property
     def reward_funcs(self) -> list[Any]:
