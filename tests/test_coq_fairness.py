@@ -347,3 +347,21 @@ def test_every_stdlib_reference_still_verifies(coq_verifier) -> None:
     for task in _stdlib_tasks().values():
         result = coq_verifier.check(task, task.reference_proof)
         assert result.verdict is Verdict.OK, (task.id, result.reasons, result.messages)
+
+
+@pytest.mark.parametrize(("proof", "verdict"), [
+    ("Back to the main goal.\nProof. induction n; simpl; auto. Qed.", ""),
+    ("Load the library first, then we can prove it.\nProof. induction n; simpl; auto. Qed.", ""),
+    ("Proof. induction n; simpl; auto. Qed.\nReset the state and try again later please.", ""),
+    ('Load "evil".\nProof. induction n; simpl; auto. Qed.', "CHEATING"),
+    ("Proof. induction n; simpl; auto. Qed.\nReset t.", "CHEATING"),
+])
+def test_english_that_starts_with_a_cheating_command_word_is_prose(proof: str, verdict: str) -> None:
+    """Issue 26: outside the proof (never sent), prose is read as prose before any command's class, as inside it:
+    "Back to the main goal." was CHEATING ('Back' moves the document out of the proof). The commands stay CHEATING."""
+    if not verdict:
+        assert normalize_proof(proof, HARD).sentences == ("Proof.", "(induction n; simpl; auto).", "Qed.")
+        return
+    with pytest.raises(ProofRejected) as info:
+        normalize_proof(proof, HARD)
+    assert info.value.verdict == verdict

@@ -43,8 +43,9 @@ def exclusion_reason(verdict: str, reasons: Sequence[str] = ()) -> str:
 
 
 def exclusion_key(reason: str) -> str:
-    """The group an exclusion is counted under in a report's summary (the reason without its detail)."""
-    return reason.split(" (", 1)[0]
+    """The group an exclusion is counted under in a report's summary: an :func:`exclusion_reason` without its
+    detail; any other reason as it is."""
+    return reason.split(" (", 1)[0] if "excluded: " in reason else reason
 
 
 def render_exclusions(exclusions: Mapping[str, str]) -> list[str]:

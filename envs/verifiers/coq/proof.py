@@ -453,10 +453,12 @@ def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_name
     if rule is None:
         body = re.sub(rf"^{_PREFIXES}", "", code)
         return "helper" if _LET_RE.match(body) or _BLOCK_RE.match(body) else "prose"
+    if _reads_as_prose(code):
+        # "Back to the main goal.", "Check the base case first.": English that starts with a command word. Never
+        # sent, so reading a command as prose here costs no soundness (the proof itself is judged as written).
+        return "prose"
     if rule.cls is CommandClass.CHEATING:
         return f"cheat:{rule.command} {rule.why}"
-    if _reads_as_prose(code):
-        return "prose"  # "Check the base case first.": English that starts with a command word
     if rule.cls is CommandClass.HARMLESS:
         return f"harmless:`{_short(code)}` ({rule.why})"
     return "helper" if rule.why == HELPER_WHY else f"error:`{_short(code)}` {rule.why}"
