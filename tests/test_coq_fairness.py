@@ -355,6 +355,8 @@ def test_every_stdlib_reference_still_verifies(coq_verifier) -> None:
     ("Proof. induction n; simpl; auto. Qed.\nReset the state and try again later please.", ""),
     ('Load "evil".\nProof. induction n; simpl; auto. Qed.', "CHEATING"),
     ("Proof. induction n; simpl; auto. Qed.\nReset t.", "CHEATING"),
+    # A Require, Import or scope after the proof loads nothing that runs: dropped (it was CHEATING).
+    ("Proof. induction n; simpl; auto. Qed.\nRequire Import Coq.Logic.Classical.\nOpen Scope nat_scope.", ""),
 ])
 def test_english_that_starts_with_a_cheating_command_word_is_prose(proof: str, verdict: str) -> None:
     """Issue 26: outside the proof (never sent), prose is read as prose before any command's class, as inside it:

@@ -966,6 +966,8 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
             return kind[6:], restated, ""
         if restated or first_code:
             continue
+        if kind == "code" and (_REQUIRE_LIKE_RE.match(code) or _IMPORT_RE.match(code) or _SCOPE_RE.match(code)):
+            continue  # loads or opens something after the proof, where nothing runs: dropped
         if kind == "code":
             # A statement, a restart or a second proof after the proof: what a whole-file reader could take
             # for the task's lemma (a shadow). Only the verifier's own statement is checked, but it claims one.
