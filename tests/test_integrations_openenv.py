@@ -129,6 +129,25 @@ def test_a_probe_with_openenvs_generic_client_gets_proofgym_checks_verdicts(coq_
     assert env_verdicts == cli_verdicts == ["OK", "FAIL", "CHEATING"]
 
 
+@pytest.mark.prover
+def test_a_dafny_repair_episode_over_the_websocket():
+    """The same env on another prover: Dafny (dafny-nl, packaged), a failed body repaired, then a cheat."""
+    from tests.test_dafny_common import dafny_verifier
+
+    signature = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x || y == -x\n"
+    wrong = f"```dafny\n{signature}{{\n  y := x;\n}}\n```"
+    right = f"```dafny\n{signature}{{\n  if x < 0 {{\n    y := -x;\n  }} else {{\n    y := x;\n  }}\n}}\n```"
+    cheat = f"```dafny\n{signature}{{\n  assume false;\n}}\n```"
+    with InProcessPool({"dafny": dafny_verifier()}) as pool, serving(make_app("dafny-nl", pool=pool)) as url, \
+            GenericEnvClient(base_url=url).sync() as env:
+        env.reset(task_id="dafny.nl.abs")
+        steps = [env.step({"proof": reply}) for reply in (wrong, right)]
+        env.reset(task_id="dafny.nl.abs")
+        steps.append(env.step({"proof": cheat}))
+    assert [(s.observation["verdict"], s.reward, s.done) for s in steps] == [
+        ("FAIL", 0.0, False), ("OK", 1.0, True), ("CHEATING", -1.0, True)]
+
+
 def test_a_harness_failure_is_no_reward_over_the_websocket():
     with InProcessPool({"coq": FakeBrokenVerifier()}) as pool, serving(make_app("coq-tiny", pool=pool)) as url, \
             GenericEnvClient(base_url=url).sync() as env:
