@@ -31,21 +31,25 @@ def exclusion_reason(verdict: str, reasons: Sequence[str] = ()) -> str:
     construction, so a refusal says what it relies on that the task does not allow, never "CHEATING".
 
     >>> exclusion_reason("CHEATING", ["relies on axiom A outside the allow-list"])
-    'excluded: relies on what the task does not allow (relies on axiom A outside the allow-list)'
+    'relies on what the task does not allow (relies on axiom A outside the allow-list)'
     >>> exclusion_reason("TIMEOUT", ["no verdict within timeout_s=10"])
-    'excluded: reference proof TIMEOUT (no verdict within timeout_s=10)'
+    'reference proof TIMEOUT (no verdict within timeout_s=10)'
     """
     detail = "; ".join(r for r in reasons if r)[:300]
-    suffix = f" ({detail})" if detail else ""
-    if verdict == "CHEATING":
-        return f"excluded: relies on what the task does not allow{suffix}"
-    return f"excluded: reference proof {verdict}{suffix}"
+    head = _RELIES if verdict == "CHEATING" else f"reference proof {verdict}"
+    return f"{head} ({detail})" if detail else head
+
+
+_RELIES = "relies on what the task does not allow"
 
 
 def exclusion_key(reason: str) -> str:
-    """The group an exclusion is counted under in a report's summary: an :func:`exclusion_reason` without its
-    detail; any other reason as it is."""
-    return reason.split(" (", 1)[0] if "excluded: " in reason else reason
+    """The group an exclusion is counted under in a report's summary: an :func:`exclusion_reason` (also after an
+    ``audit: `` prefix) without its detail; any other reason as it is."""
+    bare = reason.removeprefix("audit: ")
+    if bare.startswith((_RELIES, "reference proof ")):
+        return reason.split(" (", 1)[0]
+    return reason
 
 
 def render_exclusions(exclusions: Mapping[str, str]) -> list[str]:
