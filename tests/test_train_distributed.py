@@ -318,6 +318,13 @@ def test_a_curriculum_estimate_under_vllm_generates_with_the_trained_weights_syn
     assert engine.events[3:] == ["sync", "generate"]
 
 
+def test_host_memory_is_logged_beside_step_time():
+    from proofgym.training.grpo_trainer import host_memory
+
+    memory = host_memory()
+    assert 0 < memory["memory/host_rss_gib"] <= memory["memory/host_peak_rss_gib"]
+
+
 # -- model_init_kwargs -----------------------------------------------------------------------------------
 def test_model_init_kwargs_dtype_and_attn_implementation_are_honoured_when_proofgym_loads_the_model(tiny_model):
     import torch
@@ -389,3 +396,104 @@ def test_two_processes_under_accelerate_train_lora_grpo_with_repair_turns_and_ra
     assert (out / "adapter_config.json").exists() and (out / "merged" / "model.safetensors").exists()
     result = json.loads((out / "train_result.json").read_text())
     assert result["global_step"] == 1 and result["final_checkpoint"] == str(out / "merged")
+
+
+# -- GRPO with the curriculum and a refresh under torchrun (gloo) ----------------------------------------------
+class RecordingHashVerifier:
+    """A fake verifier for the mechanics of a multi-process run: OK when the proof's CRC-32 is odd (a verdict
+    that varies within a group, the same on every process), and one line ``<training rank> <task id>`` per check
+    in ``$PROOFGYM_FAKE_CHECK_LOG/<pid>.log``, so the test counts every check."""
+
+    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
+        self.log = Path(os.environ["PROOFGYM_FAKE_CHECK_LOG"]) / f"{os.getpid()}.log"
+        self.rank = os.environ.get("RANK", "0")
+
+    def check(self, task: Task, proof: str) -> CheckResult:
+        import zlib
+
+        with self.log.open("a", encoding="utf-8") as fh:
+            fh.write(f"{self.rank} {task.id}\n")
+        return CheckResult(Verdict.OK if zlib.crc32(proof.encode()) % 2 else Verdict.FAIL)
+
+    def close(self) -> None:
+        pass
+
+
+def _weights_digest(model: Any) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _grpo_rank(argv: list[str]) -> None:
+    """One rank: GRPO's own entry, plus this rank's weights before/after training and its writes under the run
+    dir (an audit hook), in ``$PROOFGYM_TEST_RECORD/rank<R>.json``."""
+    import proofgym.training.grpo_trainer as grpo_trainer
+    from proofgym.training.grpo import main as grpo_main
+
+    out = os.path.realpath(argv[argv.index("--output_dir") + 1])
+    writes: set[str] = set()
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.realpath(os.fsdecode(args[0]))
+            mode, flags = args[1] or "", args[2] or 0
+            if path.startswith(out) and (any(c in mode for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR)):
+                writes.add(os.path.relpath(path, out))
+
+    digests: dict[str, str] = {}
+
+    class Recording(grpo_trainer.ProofGRPOTrainer):
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            digests["start"] = _weights_digest(self.model)
+            done = super().train(*args, **kwargs)
+            digests["end"] = _weights_digest(self.model)
+            return done
+
+    grpo_trainer.ProofGRPOTrainer = Recording  # train_grpo imports it from the module when it runs
+    sys.addaudithook(audit)
+    result = grpo_main(argv)
+    Path(os.environ["PROOFGYM_TEST_RECORD"], f"rank{os.environ['RANK']}.json").write_text(json.dumps(
+        {"writes": sorted(writes), "global_step": result.global_step, "plan": result.plan,
+         "curriculum_steps": [h["step"] for h in result.curriculum], **digests}))
+
+
+@pytest.mark.slow
+def test_two_ranks_of_grpo_with_a_curriculum_refresh_follow_the_plan_and_stay_identical(tmp_path, tiny_model,
+                                                                                       tiny_suite):
+    import subprocess
+
+    out, checks, record = tmp_path / "run", tmp_path / "checks", tmp_path / "record"
+    checks.mkdir()
+    record.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "tests.test_train_distributed", "--model_name_or_path", str(tiny_model), "--suite", str(tiny_suite),
+           "--output_dir", str(out), "--report_to", "none", "--num_train_epochs", "1",
+           "--per_device_train_batch_size", "2", "--num_generations", "2", "--max_completion_length", "8",
+           "--learning_rate", "1e-3", "--curriculum", "true", "--curriculum_k", "2", "--curriculum_refreshes", "1",
+           "--curriculum_batch_size", "6", "--heldout_fraction", "0", "--checkpoint_eval_at_end", "false",
+           "--save_strategy", "no", "--torch_threads", "1", "--verifier_workers", "1", "--verdict_cache_entries",
+           "0", "--prompt_context_chars", "60", "--verifier_factory",
+           "tests.test_train_distributed:RecordingHashVerifier"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PROOFGYM_FAKE_CHECK_LOG": str(checks),
+           "PROOFGYM_TEST_RECORD": str(record)}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    r0, r1 = (json.loads((record / f"rank{r}.json").read_text()) for r in (0, 1))
+    # 2 ranks x 2 per device = 4 completions = 2 prompts per step; 6 tasks: 3 steps, the refresh after step 2
+    assert r0["plan"]["total_steps"] == r0["global_step"] == r1["global_step"] == 3
+    assert r0["curriculum_steps"] == r1["curriculum_steps"] == [0, 2] and r0["plan"]["refresh_at"] == [2]
+    assert r0["start"] == r1["start"] and r0["end"] == r1["end"] and r0["end"] != r0["start"]
+    # every completion scored exactly once: 3 steps x 4 completions, and 2 estimates x 6 tasks x k=2
+    lines = [line.split() for p in checks.iterdir() for line in p.read_text().splitlines()]
+    assert len(lines) == 3 * 4 + 2 * 6 * 2
+    assert sum(r == "1" for r, _ in lines) == len(lines) // 2  # each rank checked its own half
+    assert r1["writes"] == [] and "train_result.json" in r0["writes"]
+
+
+if __name__ == "__main__":  # one rank of the torchrun test above
+    _grpo_rank(sys.argv[1:])
