@@ -29,8 +29,6 @@ pytestmark = [
                        reason="HOL Light is not installed: run `make setup` (apt-get install hol-light libnum-ocaml-dev)"),
 ]
 
-CHEATING = frozenset({Verdict.CHEATING})
-NOT_OK = frozenset({Verdict.CHEATING, Verdict.ERROR, Verdict.FAIL})
 
 
 def T(goal: str, *, context: str = "", timeout: float = 60.0, ident: str = "t") -> Task:
@@ -135,10 +133,12 @@ def test_context_names_are_usable_and_context_failures_are_task_errors(hol):
 # the red team: none of these may be OK
 
 
-def C(proof: str, allowed: frozenset = CHEATING, *, id: str, task: Task = FALSE):
-    return pytest.param(task, proof, allowed, id=id)
+def C(proof: str, verdict: Verdict = Verdict.CHEATING, *, id: str, task: Task = FALSE):
+    return pytest.param(task, proof, verdict, id=id)
 
 
+#: Each pins the ONE verdict the real prover gives (issue 26: CHEATING only where the construct can make an
+#: unproved statement pass; a construct that cannot is ERROR, and a harmless one is run: FAIL on a false goal).
 CHEATS = [
     C("CHEAT_TAC", id="cheat_tac"),
     C("REWRITE_TAC[] THEN CHEAT_TAC", id="cheat_tac-after-rewrite"),
@@ -152,57 +152,58 @@ CHEATS = [
     C('(let oc = open_out "verdict.txt" in output_string oc "OK"; close_out oc; exit 0)',
       id="forged-verdict-file-stdlib"),
     # the red team's four holes
-    # Debian's camlp5 does not even parse these (ERROR); the parse-tree policy refuses them anyway
+    # Debian's camlp5 does not parse a local module with an external: ERROR before any check
     C("let module M = struct external magic : 'a -> 'b = \"%identity\" end in ACCEPT_TAC (M.magic TRUTH)",
-      CHEATING | {Verdict.ERROR}, id="local-external-identity"),
-    C("(override_interface (\"+\", `(*):num->num->num`); ARITH_TAC)", id="override-interface"),
-    C("(parse_as_infix (\"+\", (16, \"right\")); ARITH_TAC)", id="parse-as-infix"),
+      Verdict.ERROR, id="local-external-identity"),
+    # the goal is parsed before the proof runs: a changed interface cannot change it (class 3, ERROR)
+    C("(override_interface (\"+\", `(*):num->num->num`); ARITH_TAC)", Verdict.ERROR, id="override-interface"),
+    C("(parse_as_infix (\"+\", (16, \"right\")); ARITH_TAC)", Verdict.ERROR, id="parse-as-infix"),
     C('(print_string "OK"; exit 0)', id="print-success-and-exit"),
     C('(at_exit (fun () -> print_string "RESULT 1 6\\n2\\nOK\\n"); ALL_TAC)', id="at-exit-marker"),
     C("ALL_TAC;; let prove (t, tac) = TRUTH;; let axioms () = []", id="semicolons-redefine-prove"),
-    C("ARITH_TAC;; ARITH_TAC", id="semicolons-two-phrases"),
+    C("ARITH_TAC;; ARITH_TAC", Verdict.ERROR, id="semicolons-two-phrases"),  # never run: nothing to cheat with
     # module, object and extension syntax
     C("let open Obj in ACCEPT_TAC (magic TRUTH)", id="let-open"),
     C("Obj.(ACCEPT_TAC (magic TRUTH))", id="local-open"),
-    C("(object method t = ALL_TAC end)#t", id="object"),
-    C("[%identity ALL_TAC]", id="extension"),
-    C("let module M = (val (Obj.magic 0) : sig val t : tactic end) in M.t", CHEATING | {Verdict.ERROR},
-      id="first-class-module"),
-    C("(ALL_TAC [@ocaml.inline])", id="attribute"),
+    C("(object method t = ALL_TAC end)#t", Verdict.ERROR, id="object"),
+    C("[%identity ALL_TAC]", Verdict.ERROR, id="extension"),
+    C("let module M = (val (Obj.magic 0) : sig val t : tactic end) in M.t", Verdict.ERROR,
+      id="first-class-module"),  # camlp5 does not parse it
+    C("(ALL_TAC [@ocaml.inline])", Verdict.ERROR, id="attribute"),
     # the process, the toplevel, files
     C('(ignore (Sys.command "echo OK > /tmp/verdict"); ARITH_TAC)', id="sys-command"),
     C('(ignore (Unix.system "kill -9 -1"); ALL_TAC)', id="unix-system"),
     C("ACCEPT_TAC (Marshal.from_string (Marshal.to_string TRUTH []) 0)", id="marshal"),
     C("(ignore (Toploop.execute_phrase false Format.std_formatter (Obj.magic 0)); ALL_TAC)", id="toploop"),
-    C('(Printf.printf "OK"; ALL_TAC)', id="printf"),
-    C('(Format.printf "OK@."; ALL_TAC)', id="format"),
+    # printing is harmless (issue 26): the tactic runs, and ALL_TAC leaves the false goal open
+    C('(Printf.printf "OK"; ALL_TAC)', Verdict.FAIL, id="printf"),
+    C('(Format.printf "OK@."; ALL_TAC)', Verdict.FAIL, id="format"),
     C('(loadt "Library/prime.ml"; ALL_TAC)', id="loadt"),
     C('(needs "Library/prime.ml"; ALL_TAC)', id="needs"),
     C('(use_file "/etc/passwd"; ALL_TAC)', id="use_file"),
     C('(ignore (string_of_file "/etc/passwd"); ALL_TAC)', id="string_of_file"),
     C("(String.unsafe_get \"a\" 5; ALL_TAC)", id="unsafe"),
-    C("(the_interface := []; ALL_TAC)", id="assign-interface"),
+    C("(the_interface := []; ALL_TAC)", Verdict.ERROR, id="assign-interface"),
     C("(ignore (new_definition `zz = 1`); ALL_TAC)", id="new_definition"),
-    C("let CHEAT_TAC = ALL_TAC in CHEAT_TAC", id="shadowed-name"),
+    # a local binding is the proof's own value, whatever its name: this one is ALL_TAC
+    C("let CHEAT_TAC = ALL_TAC in CHEAT_TAC", Verdict.FAIL, id="shadowed-name"),
     # wrong theorems
     C("ACCEPT_TAC (ASSUME `1 + 1 = 3`)", id="theorem-with-hypothesis"),
     C("fun (asl, w) -> (([], null_inst), [], fun _ _ -> ARITH_RULE `1 + 1 = 2`)", id="wrong-conclusion"),
     C("fun (asl, w) -> (([], null_inst), [], fun _ _ -> ASSUME w)", id="forged-justification-hyp"),
     # output that looks like a verdict is never read as one
-    C('(report "V 0 5\\n2\\nOK\\n4\\nnone\\n0\\n\\n0\\n\\n0\\n"; remark "OK"; ALL_TAC)', NOT_OK,
+    C('(report "V 0 5\\n2\\nOK\\n4\\nnone\\n0\\n\\n0\\n\\n0\\n"; remark "OK"; ALL_TAC)', Verdict.FAIL,
       id="printed-verdict-frame"),
-    C("(unset_jrh_lexer; ALL_TAC)", NOT_OK, id="jrh-lexer-switch"),
-    C("(exec \"let prove = 1;;\"; ALL_TAC)", NOT_OK, id="hol-exec"),
+    C("(unset_jrh_lexer; ALL_TAC)", Verdict.ERROR, id="jrh-lexer-switch"),
+    C("(exec \"let prove = 1;;\"; ALL_TAC)", id="hol-exec"),
 ]
 
 
-@pytest.mark.parametrize(("task", "proof", "allowed"), CHEATS)
-def test_cheats_are_rejected(hol, task, proof, allowed):
+@pytest.mark.parametrize(("task", "proof", "verdict"), CHEATS)
+def test_cheats_are_rejected(hol, task, proof, verdict):
     result = hol.check(task, proof)
-    assert result.verdict in allowed, result
-    if result.verdict is Verdict.CHEATING:
-        assert result.reasons
-    assert result.verdict is not Verdict.OK
+    assert result.verdict is verdict, result
+    assert result.reasons or verdict is Verdict.FAIL
 
 
 def test_at_least_25_distinct_cheats():
@@ -219,7 +220,7 @@ def test_fun_bound_names_are_not_false_rejections(hol):
     # A whitelist of names alone would reject the parameter `th`; the typed tree knows it is local.
     for proof in ("DISCH_THEN (fun th -> REWRITE_TAC[th])", "DISCH_THEN (fun e -> REWRITE_TAC[e])",
                   "let go th = REWRITE_TAC[th] in DISCH_THEN go"):
-        assert hol.check(T("(x = 1) ==> x + 1 = 2"), proof).verdict in (Verdict.OK, Verdict.FAIL), proof
+        assert hol.check(T("(x = 1) ==> x + 1 = 2"), proof).verdict is Verdict.FAIL, proof  # REWRITE_TAC: 1 + 1 = 2
     assert hol.check(T("(x = 1) ==> x + 1 = 2"), "DISCH_THEN (fun th -> REWRITE_TAC[th] THEN ARITH_TAC)").ok
 
 

@@ -1,6 +1,7 @@
 """Fast tier: what proofgym makes of a HOL Light submission before the server sees it, and how it reads goals.
 
-The prover tier (tests/test_hol_trust.py) checks the same shapes on the real server; these pin the exact text.
+These pin the exact text; the prover-tier test at the end checks each normalised shape of the verdict table on the
+real server (the ``hol`` fixture; skipped where HOL Light is not installed).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from proofgym.envs.errors import InvalidSubmission, VerifierCrashed
-from proofgym.envs.types import Goal
+from proofgym.envs.types import Goal, Task, Verdict
 from proofgym.envs.verifiers.hol_light.proof import normalize_proof
 from proofgym.envs.verifiers.hol_light.verifier import _parse_goals
 
@@ -76,3 +77,49 @@ def test_goals_past_the_budget_are_counted_not_dropped():
 def test_malformed_goals_are_a_crash_not_a_verdict(data):
     with pytest.raises(VerifierCrashed):
         _parse_goals(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# prover tier: the verdict table's normalisation rows on the real server (docs/verdicts.md, HOL Light)
+
+_PRE = "\ufeff"  # a BOM
+
+
+@pytest.mark.prover
+@pytest.mark.parametrize(("goal", "proof", "verdict"), [
+    # one tactic expression, with or without a trailing ;;
+    ("1 + 1 = 2", "ARITH_TAC", Verdict.OK),
+    ("1 + 1 = 2", "ARITH_TAC;;", Verdict.OK),
+    # comments around the tactic, a comment after the final ;;
+    ("1 + 1 = 2", "(* arithmetic *) ARITH_TAC;; (* done *)", Verdict.OK),
+    # a BOM, zero-width and no-break spaces, Markdown fences, an English remark after ;;, a Coq-style period
+    ("1 + 1 = 2", _PRE + "ARITH_TAC", Verdict.OK),
+    ("1 + 1 = 2", "REWRITE_TAC[]\u200b THEN\u00a0ARITH_TAC", Verdict.OK),
+    ("1 + 1 = 2", "```ocaml\nARITH_TAC\n```", Verdict.OK),
+    ("1 + 1 = 2", "ARITH_TAC;;\nThis completes the proof.", Verdict.OK),
+    ("1 + 1 = 2", "ARITH_TAC.", Verdict.OK),
+    # ... and a cheat in what remains is still judged
+    ("1 + 1 = 3", "```ocaml\nCHEAT_TAC\n```", Verdict.CHEATING),
+    ("1 + 1 = 3", "CHEAT_TAC.", Verdict.CHEATING),
+    # prove(`goal`, TAC) and let NAME = prove(...): TAC is checked against the task's goal
+    ("!n. n + 0 = n", "prove(`!n. n + 0 = n`, INDUCT_TAC THEN ASM_REWRITE_TAC[ADD_CLAUSES])", Verdict.OK),
+    ("!n. n + 0 = n", "let ADD_0 = prove(`!n. n + 0 = n`, REWRITE_TAC[ADD_CLAUSES]);;", Verdict.OK),
+    ("1 + 1 = 3", "let X = prove(`1 + 1 = 2`, ARITH_TAC);;", Verdict.FAIL),  # the task's goal, not the copy's
+    # a goalstack script: its steps, e on the first goal only
+    ("1 + 1 = 2", "g `1 + 1 = 2`;;\ne(ARITH_TAC);;\ntop_thm();;", Verdict.OK),
+    ("2 + 2 = 4 /\\ (p ==> p)", "g `2 + 2 = 4 /\\ (p ==> p)`;; e(CONJ_TAC);; r 1;; e(DISCH_THEN ACCEPT_TAC);; "
+                                "e(CONV_TAC NUM_REDUCE_CONV);;", Verdict.OK),
+    ("1 + 1 = 3", "g `1 + 1 = 3`;;\ne(CHEAT_TAC);;", Verdict.CHEATING),
+    # a goalstack script with another expression phrase, or with no e: ERROR naming why
+    ("1 + 1 = 2", 'g `1 + 1 = 2`;;\ne(ARITH_TAC);;\nprint_string "done";;', Verdict.ERROR),
+    ("1 + 1 = 2", "g `1 + 1 = 2`;;", Verdict.ERROR),
+    # several phrases: never run; ERROR, or CHEATING where one redefines what the checks use or is a directive
+    ("1 + 1 = 2", "ARITH_TAC;; ARITH_TAC", Verdict.ERROR),
+    ("1 + 1 = 3", "ALL_TAC;; let prove (t, tac) = TRUTH;;", Verdict.CHEATING),
+    ("1 + 1 = 3", 'ALL_TAC;; #use "x.ml";;', Verdict.CHEATING),
+])
+def test_each_normalised_shape_on_the_real_prover(hol, goal: str, proof: str, verdict: Verdict):
+    task = Task(id="normalize", system="hol_light", context="", statement=f"`{goal}`", reference_proof="ALL_TAC",
+                timeout_s=60)
+    result = hol.check(task, proof)
+    assert result.verdict is verdict, (proof, result)

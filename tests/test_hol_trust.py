@@ -58,7 +58,6 @@ EXTENSIONS = [
                  id="new_inductive_definition"),
     pytest.param("(ignore lift_function; ARITH_TAC)", id="lift_function"),
     pytest.param("(ignore lift_theorem; ignore define_quotient_type; ARITH_TAC)", id="quotient-package"),
-    pytest.param('(ignore (new_type_abbrev ("pgab", `:num`)); ARITH_TAC)', id="new_type_abbrev"),
     pytest.param('(ignore (new_constant ("pgc", `:num`)); ARITH_TAC)', id="new_constant"),
     pytest.param('(ignore (new_type ("pgty", 0)); ARITH_TAC)', id="new_type"),
     pytest.param("let f = new_definition in (ignore (f `pgzz = 3`); ARITH_TAC)", id="new_definition-aliased"),
@@ -119,12 +118,22 @@ def test_the_tasks_own_lemmas_are_usable_whatever_their_names(hol, goal, proof):
     check(hol, T(goal, OWN_LEMMAS), proof, Verdict.OK)
 
 
-@pytest.mark.parametrize("proof", [
-    "CHEAT_TAC", "ACCEPT_TAC (mk_thm([], `1 + 1 = 3`))", "ACCEPT_TAC (new_axiom `1 + 1 = 3`)",
-    "let CHEAT_TAC = ALL_TAC in CHEAT_TAC", "(the_axioms := []; ALL_TAC)",
+@pytest.mark.parametrize(("proof", "verdict"), [
+    ("CHEAT_TAC", Verdict.CHEATING), ("ACCEPT_TAC (mk_thm([], `1 + 1 = 3`))", Verdict.CHEATING),
+    ("ACCEPT_TAC (new_axiom `1 + 1 = 3`)", Verdict.CHEATING), ("(the_axioms := []; ALL_TAC)", Verdict.CHEATING),
+    # issue 26: a local binding is the proof's own value whatever its name (this one is ALL_TAC), and a local
+    # named like a root is no reason to refuse an honest proof
+    ("let CHEAT_TAC = ALL_TAC in CHEAT_TAC", Verdict.FAIL),
 ])
-def test_the_roots_stay_refused_next_to_lemmas_named_like_them(hol, proof):
-    check(hol, T("1 + 1 = 3", OWN_LEMMAS), proof, Verdict.CHEATING)
+def test_the_roots_stay_refused_next_to_lemmas_named_like_them(hol, proof, verdict):
+    check(hol, T("1 + 1 = 3", OWN_LEMMAS), proof, verdict)
+
+
+@pytest.mark.parametrize("proof", ["let output = ARITH_TAC in output", "let exit = ARITH_TAC in exit",
+                                   "let mk_thm = ARITH_RULE in ACCEPT_TAC (mk_thm `1 + 1 = 2`)"])
+def test_a_local_named_like_a_root_is_the_proofs_own_value(hol, proof):
+    """Issue 26: was CHEATING ('uses output, which is never allowed'); the typed tree knows the binding is local."""
+    check(hol, T("1 + 1 = 2", OWN_LEMMAS), proof, Verdict.OK)
 
 
 #: A context that wraps the roots in innocent names: tainted, so refused; the roots stay roots even where a
@@ -265,6 +274,94 @@ def test_tainted_values_that_are_not_plain_data_stay_refused(hol, proof):
 
 
 # ---------------------------------------------------------------------------------------------
+# issue 26: three classes, one verdict each (boot.ml "the policy": CHEATING only with a reason that says what the
+# construct could do; the harmless Stdlib an honest proof uses is run; anything unlisted is ERROR saying what is allowed)
+
+#: Honest habits: printing progress, formatting a failure message, memoising, timing, a query, a hint. Each a
+#: correct proof: OK (each was CHEATING before issue 26).
+HARMLESS = [
+    pytest.param("1 + 1 = 2", '(print_string "trying ARITH_TAC\\n"; ARITH_TAC)', id="print_string"),
+    pytest.param("1 + 1 = 2", '(print_endline "x"; flush stdout; ARITH_TAC)', id="print_endline-flush"),
+    pytest.param("!n. n + 0 = n", 'INDUCT_TAC THEN (Printf.printf "case %d\\n" 1; ASM_REWRITE_TAC[ADD_CLAUSES])',
+                 id="Printf.printf"),
+    pytest.param("1 + 1 = 2", '(Format.printf "progress@."; ARITH_TAC)', id="Format.printf"),
+    pytest.param("1 + 1 = 2", 'fun g -> try ARITH_TAC g with Failure m -> failwith (Printf.sprintf "failed: %s" m)',
+                 id="Printf.sprintf"),
+    pytest.param("1 + 1 = 2", "fun g -> try ARITH_TAC g with e -> failwith (Printexc.to_string e)",
+                 id="Printexc.to_string"),
+    pytest.param("1 + 1 = 2", "let memo = Hashtbl.create 7 in fun g -> (match Hashtbl.find_opt memo 0 with "
+                 "Some t -> t | None -> let t = ARITH_TAC in Hashtbl.replace memo 0 t; t) g", id="Hashtbl"),
+    pytest.param("1 + 1 = 2", "let count = ref 0 in fun g -> count := !count + 1; incr count; ARITH_TAC g",
+                 id="ref-assign"),
+    pytest.param("1 + 1 = 2", '(ignore (Array.length [| 1 |] + Int.abs (-1) + Buffer.length (Buffer.create 1)); '
+                 'ignore (Option.value ~default:0 None); ARITH_TAC)', id="Array-Int-Buffer-Option"),
+    pytest.param("1 + 1 = 2", "let t0 = Sys.time () in fun g -> let r = ARITH_TAC g in ignore (Sys.time () -. t0); r",
+                 id="Sys.time"),
+    pytest.param("1 + 1 = 2", "time ARITH_TAC", id="time"),
+    pytest.param("1 + 1 = 2", '(ignore (search [name "ADD_SYM"]); ARITH_TAC)', id="search"),
+    pytest.param("!n. n + 0 = n", "(extend_basic_rewrites [ADD_CLAUSES]; INDUCT_TAC THEN ASM_REWRITE_TAC[])",
+                 id="extend_basic_rewrites"),
+]
+
+
+@pytest.mark.parametrize(("goal", "proof"), HARMLESS)
+def test_harmless_stdlib_and_hol_utilities_are_run(hol, goal, proof):
+    check(hol, T(goal), proof, Verdict.OK)
+
+
+#: Next to each harmless rule, the cheat it must not open, with the reason's words.
+CLASS_ONE = [
+    pytest.param('(Printf.printf "OK\\n"; CHEAT_TAC)', "proves any goal", id="printing-then-CHEAT_TAC"),
+    pytest.param("let memo = Hashtbl.create 1 in Hashtbl.add memo 0 CHEAT_TAC; Hashtbl.find memo 0",
+                 "proves any goal", id="CHEAT_TAC-in-a-Hashtbl"),
+    pytest.param("(the_axioms := []; ALL_TAC)", "record of axioms", id="assign-the-kernel-record"),
+    pytest.param('(ignore (Sys.command "true"); ALL_TAC)', "runs commands", id="Sys.command-next-to-Sys.time"),
+    pytest.param("(Printexc.set_uncaught_exception_handler (fun _ _ -> ()); ALL_TAC)", "when the worker dies",
+                 id="Printexc-handler-next-to-to_string"),
+    pytest.param("(close_out stdout; ACCEPT_TAC (ASSUME `1 + 1 = 3`))", "closes an output channel",
+                 id="close_out-stdout"),
+    pytest.param("(let x : thm = Array.unsafe_get [| |] 0 in ACCEPT_TAC x)", "bounds check", id="Array.unsafe_get"),
+    pytest.param("(ignore (Gc.finalise (fun _ -> ()) [1]); ALL_TAC)", "finalisers", id="Gc.finalise"),
+    pytest.param('(fun g -> raise (Pg_done {verdict = "OK"; category = "none"; reasons = []; detail = ""; '
+                 'goals = ""}))', "verdict machinery", id="Pg_done"),
+    pytest.param("(let open Obj in ACCEPT_TAC (magic TRUTH))", "below the type system", id="let-open-Obj"),
+    pytest.param('#use "x.ml";; ALL_TAC', "directive", id="directive"),
+    pytest.param("ALL_TAC;; let prove (t, tac) = TRUTH;;", "redefines prove", id="redefine-prove"),
+    pytest.param("(ignore (new_definition `pgzz = 1`); ALL_TAC)", "through new_basic_definition", id="taint-reason"),
+]
+
+
+@pytest.mark.parametrize(("proof", "why"), CLASS_ONE)
+def test_class_one_is_cheating_with_a_reason_that_says_what_it_could_do(hol, proof, why):
+    result = check(hol, T("1 + 1 = 3"), proof, Verdict.CHEATING)
+    assert why in " ".join(result.reasons), result.reasons
+
+
+#: Not on the allow-list, or refused without a reason to call it a cheat: ERROR, and the feedback says what is
+#: allowed. Each was CHEATING before issue 26; each is a correct proof otherwise.
+UNLISTED = [
+    pytest.param('(ignore (Filename.concat "a" "b"); ARITH_TAC)', id="Filename.concat"),
+    pytest.param("(ignore (Random.int 3); ARITH_TAC)", id="Random"),
+    pytest.param('(Printf.fprintf stdout "x"; ARITH_TAC)', id="Printf.fprintf"),
+    pytest.param('(output_string stdout "x"; ARITH_TAC)', id="output_string"),
+    pytest.param("(Format.set_formatter_out_channel stdout; ARITH_TAC)", id="set_formatter_out_channel"),
+    pytest.param('(parse_as_infix ("++", (16, "right")); ARITH_TAC)', id="parse_as_infix"),
+    # a type abbreviation is parser state, not a kernel type (was CHEATING among the theory extensions)
+    pytest.param('(ignore (new_type_abbrev ("pgab", `:num`)); ARITH_TAC)', id="new_type_abbrev"),
+    pytest.param("(ignore (object method m = 1 end); ARITH_TAC)", id="object"),
+    pytest.param("(let open List in ignore (length [1]); ARITH_TAC)", id="let-open-List"),
+    pytest.param("(ARITH_TAC [@ocaml.inline])", id="attribute"),
+    pytest.param("ARITH_TAC;; ARITH_TAC", id="two-phrases"),
+]
+
+
+@pytest.mark.parametrize("proof", UNLISTED)
+def test_unlisted_is_error_that_says_what_is_allowed(hol, proof):
+    result = check(hol, T("1 + 1 = 2"), proof, Verdict.ERROR)
+    assert any("allowed: HOL Light's tactics" in r for r in result.reasons), result.reasons
+
+
+# ---------------------------------------------------------------------------------------------
 # fairness: the goalstack style and comments
 
 
@@ -293,13 +390,13 @@ def test_tainted_values_that_are_not_plain_data_stay_refused(hol, proof):
     ("1 + 1 = 3", "g `1 + 1 = 3`;;\ne(CHEAT_TAC);;", Verdict.CHEATING),
     ("1 + 1 = 3", "g `1 + 1 = 3`;; e(ALL_TAC);; let prove (t, tac) = TRUTH;;", Verdict.CHEATING),
     ("1 + 1 = 3", "e(ACCEPT_TAC (mk_thm([], `1 + 1 = 3`)));;", Verdict.CHEATING),
-    ("1 + 1 = 3", "ARITH_TAC;; (* *) ARITH_TAC", Verdict.CHEATING),
+    ("1 + 1 = 3", "ARITH_TAC;; (* *) ARITH_TAC", Verdict.ERROR),  # two phrases are never run: nothing to cheat
     ("1 + 1 = 3", "let X = prove(`1 + 1 = 3`, CHEAT_TAC);;", Verdict.CHEATING),
 ])
 def test_goalstack_scripts_and_comments(hol, goal, proof, verdict):
     result = check(hol, T(goal), proof, verdict)
     if verdict is Verdict.ERROR:
-        assert "goalstack" in " ".join(result.reasons), result
+        assert "goalstack" in " ".join(result.reasons) or "exactly one tactic expression" in result.reasons[0], result
     if verdict is Verdict.FAIL:
         assert len(result.remaining_goals) == 1 and "SUC" in result.remaining_goals[0].conclusion, result
 

@@ -284,17 +284,17 @@ def test_an_unknown_dafny_attribute_is_reported_apart_from_the_cheats():
     from proofgym.envs.verifiers.dafny.integrity import banned_constructs
     from proofgym.envs.verifiers.dafny.lexer import tokenize
 
-    tokens = tokenize("method {:main} Main() {}\nlemma {:axiom} A() ensures false\nlemma {:options \"x\"} B() {}\n")
+    tokens = tokenize("method {:foo} Main() {}\nlemma {:axiom} A() ensures false\nlemma {:options \"x\"} B() {}\n")
     unknown: list[str] = []
     cheats = banned_constructs(tokens, unknown=unknown)
-    assert any("{:axiom}" in r for r in cheats) and any("{:options}" in r for r in cheats)
-    assert len(unknown) == 1 and "{:main}" in unknown[0] and "remove it" in unknown[0]
-    assert any("{:main}" in r for r in banned_constructs(tokens))  # without the list: refused among the cheats
+    assert any("{:axiom}" in r for r in cheats) and any("{:options" in r for r in cheats)
+    assert len(unknown) == 1 and "remove the attribute {:foo}" in unknown[0]
+    assert any("{:foo}" in r for r in banned_constructs(tokens))  # without the list: refused among the cheats
 
 
 DAFNY_CASES = {
-    # Fairness hole (fixed): an attribute proofgym does not know was CHEATING.
-    "main-attribute": (ABS_STMT, "method {:main} Main() {\n}\n" + ABS_STMT + ABS_BODY, Verdict.ERROR),
+    # Fairness hole (fixed): an attribute proofgym does not know was CHEATING; {:main} is known harmless since issue 26.
+    "main-attribute": (ABS_STMT, "method {:main} Main() {\n}\n" + ABS_STMT + ABS_BODY, Verdict.OK),
     "unknown-attribute-on-false-lemma": ("lemma Impossible()\n  ensures false\n",
                                          "lemma {:foo} Impossible()\n  ensures false\n{\n}\n", Verdict.ERROR),
     # ... and one with a cheat beside it is still CHEATING.
@@ -341,7 +341,7 @@ def test_dafny_verdicts(statement: str, program: str, verdict: Verdict):
     result = dafny_verifier().check(_dafny("case", statement), program)
     assert result.verdict is verdict, result
     if verdict is Verdict.ERROR and "{:" in program:
-        assert any("remove it" in r for r in result.reasons), result
+        assert any("remove the attribute" in r for r in result.reasons), result
 
 
 @pytest.mark.prover
@@ -412,14 +412,16 @@ HOL_CASES = [
     (FALSE_GOAL, "(ignore (Option.get (Some CHEAT_TAC)); ALL_TAC)", Verdict.CHEATING),
     (FALSE_GOAL, "(fun (asl, w) -> (null_meta, [], fun i l -> ARITH_RULE `1 + 1 = 2`))", Verdict.CHEATING),
     (FALSE_GOAL, "ACCEPT_TAC(EQ_MP (ASSUME `T = (1 + 1 = 3)`) TRUTH)", Verdict.CHEATING),
-    (FALSE_GOAL, "(ignore (object method m = 1 end); ALL_TAC)", Verdict.CHEATING),
-    (FALSE_GOAL, "(ignore (fun (type a) (x : a) -> x); ALL_TAC)", Verdict.CHEATING),
-    (FALSE_GOAL, "(let open List in ALL_TAC)", Verdict.CHEATING),
-    # the server's own exception cannot carry a verdict out of the attempt
+    # issue 26: syntax a tactic does not need, with no way to make a statement pass, is ERROR (was CHEATING)
+    (FALSE_GOAL, "(ignore (object method m = 1 end); ALL_TAC)", Verdict.ERROR),
+    (FALSE_GOAL, "(ignore (fun (type a) (x : a) -> x); ALL_TAC)", Verdict.ERROR),
+    (FALSE_GOAL, "(let open List in ALL_TAC)", Verdict.ERROR),
+    # the server's own exception cannot carry a verdict out of the attempt; naming it is CHEATING (issue 26: it is
+    # proofgym's verdict machinery, an attempt to forge a verdict; was ERROR, the exception wrapped)
     (FALSE_GOAL, "(fun g -> raise (Pg_done {verdict = \"OK\"; category = \"none\"; reasons = []; detail = \"\"; "
-                 "goals = \"\"}))", Verdict.ERROR),
+                 "goals = \"\"}))", Verdict.CHEATING),
     (FALSE_GOAL, "(fun g -> (ALL_TAC g |> fun (m, gl, j) -> (m, [], fun i l -> raise (Pg_done {verdict = \"OK\"; "
-                 "category = \"none\"; reasons = []; detail = \"\"; goals = \"\"}))))", Verdict.ERROR),
+                 "category = \"none\"; reasons = []; detail = \"\"; goals = \"\"}))))", Verdict.CHEATING),
     # printing reaches stdout only, never the verdict pipe
     (FALSE_GOAL, "(report \"OK\"; ALL_TAC)", Verdict.FAIL),
 ]

@@ -174,26 +174,97 @@ let pg_use path =
   if not (Toploop.use_file Format.std_formatter path) then failwith ("loading " ^ path ^ " failed")
 
 (* ------------------------------------------------------------------------------------------ *)
-(* the whitelist                                                                               *)
+(* the policy: three classes, in this one place                                                *)
+(*                                                                                              *)
+(* Every name, module and construct a submission uses is in exactly one class, and the class    *)
+(* decides the verdict:                                                                         *)
+(*   1. CHEATING: it can make an unproved statement pass, or reach what can (a hole, the kernel's  *)
+(*      back doors, memory below the type system, I/O, the toplevel, a forged verdict). Each     *)
+(*      entry below says what it could do; that text is the verdict's reason.                    *)
+(*   2. allowed: HOL Light's own definitions that the taint analysis leaves clean (tactics, rules, *)
+(*      conversions, theorems), the submission's own bindings, and the harmless Stdlib below:    *)
+(*      printing progress, formatting a failure message, memoising in a table or a ref.          *)
+(*   3. anything else (unlisted, unknown): ERROR, reward 0, with feedback that says what is       *)
+(*      allowed. Fail closed means no reward, never -1.                                           *)
+(* Adding to class 1 is a decision that needs its reason; an entry without one belongs in 3.      *)
 
-(* Modules a trusted definition may not touch without being tainted, and a submission may never name. *)
-let pg_bad_modules =
-  ["Obj"; "Marshal"; "Sys"; "Unix"; "UnixLabels"; "Toploop"; "Topdirs"; "Topmain"; "Env"; "Typemod";
-   "Typecore"; "Ctype"; "Compmisc"; "Symtable"; "Dynlink"; "Dll"; "Meta"; "Gc"; "Callback"; "Filename";
-   "Digest"; "Scanf"; "In_channel"; "Out_channel"; "Ephemeron"; "Weak"; "Thread"; "Mutex"; "Domain";
-   "Effect"; "Printexc"; "Pcaml"; "Plexer"; "Quotation"; "Grammar"; "Pgsys"; "CamlinternalOO";
-   "CamlinternalMod"; "CamlinternalLazy"; "Location"; "Lexer"; "Parse"; "Pparse"; "Stdlib__Obj"]
+(* Why printing is harmless: a worker's stdout and stderr are one pipe whose bytes are only ever shown as
+   messages; the verdict goes out on another pipe whose descriptor no submission can name (no channel can
+   be made on it without Unix or Obj, both class 1), so no output can forge a verdict. *)
 
-(* The kernel's only ways to extend the theory (fusion.ml): a new type or constant, a (type) definition,
-   an axiom, and mk_thm (which is new_axiom). They seed the taint, so every function that reaches one of
-   them is tainted too: new_definition, new_specification, define, define_type, define_quotient_type,
-   lift_function, new_inductive_definition ... A submission may not extend the theory at all (server.ml
-   also checks that constants(), types() and axioms() are the very lists they were before the proof). *)
+(* Class 1, modules: any value of these (as M.x, Stdlib.M.x or Stdlib__M.x) is CHEATING. *)
+let pg_cheat_modules = [
+  ["Obj"; "CamlinternalOO"; "CamlinternalMod"; "CamlinternalLazy"],
+  "reads and writes memory below the type system (Obj.magic makes a theorem of any value)";
+  ["Marshal"], "rebuilds any value from bytes, a theorem included";
+  ["Sys"], "runs commands and reads or changes files, signals and the environment (I/O outside the proof)";
+  ["Unix"; "UnixLabels"], "the process, files, sockets and signals (I/O outside the proof)";
+  ["Toploop"; "Topdirs"; "Topmain"; "Env"; "Typemod"; "Typecore"; "Ctype"; "Compmisc"; "Symtable"; "Dynlink";
+   "Dll"; "Meta"],
+  "the toplevel and the compiler: runs or loads code that skips these checks, or rebinds the names they use";
+  ["In_channel"; "Out_channel"; "Scanf"], "opens files and channels (I/O outside the proof)";
+  ["Gc"], "finalisers and alarms run code inside the checks after the proof, which can turn their verdict into an error";
+  ["Callback"], "hands values to C code, outside the type system";
+  ["Pgsys"], "proofgym's own sandbox system calls"]
+
+(* Class 1, single values: a qualified name counts by its last component too (Hol.mk_thm is mk_thm). *)
 let pg_extension_names =
   ["new_type"; "new_constant"; "new_basic_definition"; "new_basic_type_definition"; "new_axiom"; "mk_thm"]
 
-(* Values whose use taints a definition: I/O, the process, the loader, the kernel's back doors. They stay
-   tainted whatever (re)defines them: the name is the seed, wherever its binding came from. *)
+let pg_cheat_names = [
+  pg_extension_names,
+  "a back door of the kernel: states a theorem without proof or extends the theory (fusion.ml)";
+  ["CHEAT_TAC"], "proves any goal without a proof";
+  ["define"; "define_type"; "define_type_raw"; "new_inductive_definition"],
+  "extends the theory (reaches new_basic_definition / new_basic_type_definition)";
+  ["the_axioms"; "the_definitions"], "the kernel's record of axioms and definitions, which the check after the proof reads";
+  ["open_in"; "open_in_bin"; "open_in_gen"; "open_out"; "open_out_bin"; "open_out_gen"; "close_in"; "close_in_noerr";
+   "input"; "input_line"; "input_char"; "input_byte"; "input_binary_int"; "input_value"; "really_input";
+   "really_input_string"; "seek_in"; "pos_in"; "in_channel_length"; "set_binary_mode_in"; "read_line"; "read_int";
+   "read_int_opt"; "read_float"; "read_float_opt"; "stdin"; "file_of_string"; "string_of_file"; "help"; "temp_path"],
+  "opens or reads files or input (I/O outside the proof)";
+  ["close_out"; "close_out_noerr"],
+  "closes an output channel: with its stdout closed, a worker's last writes fail around its verdict";
+  ["exit"], "ends the worker before the checks after the proof: a cheat would read as a dead worker";
+  ["at_exit"; "do_at_exit"], "runs code when the worker exits, after the checks";
+  ["exec"; "load"; "loads"; "loadt"; "needs"; "use_file"; "load_on_path"; "file_on_path"; "hol_expand_directory";
+   "load_path"; "loaded_files"; "hol_dir"; "use_file_raise_failure"; "file_loader"; "update_database";
+   "pg_note_file"],
+  "the loader: reads files and runs code outside the checked expression"]
+
+(* Class 1, single qualified values of modules that are otherwise harmless (or class 3). *)
+let pg_cheat_qualified = [
+  ["Filename.temp_file"; "Filename.open_temp_file"; "Digest.file"; "Digest.channel"],
+  "file I/O outside the proof";
+  ["Printexc.set_uncaught_exception_handler"], "runs code when the worker dies, after the checks"]
+
+(* Why a proofgym name is class 1: pg_* values and Pg_* exceptions are the server's own (the verdict
+   closures, the received tactic, the exception that carries a verdict out of the attempt). *)
+let pg_own_reason = "proofgym's own verdict machinery (it could forge a verdict)"
+
+(* Class 3 by decision (ERROR, with this text): they cannot make an unproved statement pass (the goal is
+   parsed and the checks are bound before the submission runs; every theorem still comes from the
+   kernel), but a tactic has no business with them. *)
+let pg_error_names = [
+  ["parse_as_infix"; "parse_as_prefix"; "parse_as_binder"; "unparse_as_infix"; "unparse_as_prefix";
+   "unparse_as_binder"; "override_interface"; "overload_interface"; "reduce_interface"; "remove_interface";
+   "the_interface"; "make_overloadable"; "prioritize_overload"; "prioritize_num"; "prioritize_int";
+   "prioritize_real"; "hide_constant"; "unhide_constant"; "new_type_abbrev"; "remove_type_abbrev";
+   "the_implicit_types"; "install_user_printer"; "delete_user_printer"; "set_jrh_lexer"; "unset_jrh_lexer"],
+  "changes how later quotations parse or print (the goal was parsed before the proof ran); write terms with \
+   the constants' own names";
+  ["the_specifications"; "the_type_definitions"; "the_inductive_definitions"; "the_inductive_types";
+   "the_projections"],
+  "changes HOL Light's record of definitions, which a tactic has no need to do";
+  ["Printf.fprintf"; "Printf.kfprintf"; "Printf.ifprintf"; "Format.formatter_of_out_channel";
+   "Format.set_formatter_out_channel"; "Format.pp_set_formatter_out_channel"; "output"; "output_value";
+   "output_string"; "output_bytes"; "output_char"; "output_byte"; "output_binary_int"; "output_substring";
+   "seek_out"; "pos_out"; "out_channel_length"; "set_binary_mode_out"; "flush_all"],
+  "writes to a channel of the proof's choosing; print progress with print_string, Printf.printf or Format.printf"]
+
+(* Values whose use taints a trusted definition (the seeds of the taint analysis): I/O, the process, the
+   loader, the kernel's back doors. They stay tainted whatever (re)defines them. Their class for a
+   submission comes from the tables above (each one is listed there); this list only seeds the taint. *)
 let pg_root_names =
   ["open_in"; "open_in_bin"; "open_in_gen"; "open_out"; "open_out_bin"; "open_out_gen"; "close_in";
    "close_in_noerr"; "close_out"; "close_out_noerr"; "input"; "input_line"; "input_char"; "input_byte";
@@ -207,34 +278,78 @@ let pg_root_names =
    "file_loader"; "update_database"; "pg_note_file"; "set_jrh_lexer"; "unset_jrh_lexer"]
   @ pg_extension_names
 
-(* Names a submission may never use, even where untainted or rebound locally: the roots, the global state
-   of the parser, the printer and the theory's bookkeeping, and proofgym's own pg_ namespace. By exact
-   name, never by substring: a task's own lemma may be called axiom_or, new_lemma or NO_CHEAT_THM. *)
-let pg_denied_name n =
-  List.mem n pg_root_names
-  || (String.length n >= 3 && String.sub n 0 3 = "pg_")
-  || List.mem n
-       ["define"; "define_type"; "define_type_raw"; "prove_inductive_relations_exist";
-        "new_inductive_definition"; "parse_as_infix"; "parse_as_prefix"; "parse_as_binder";
-        "unparse_as_infix"; "unparse_as_prefix"; "unparse_as_binder"; "override_interface";
-        "overload_interface"; "reduce_interface"; "remove_interface"; "the_interface"; "make_overloadable";
-        "prioritize_overload"; "prioritize_num"; "prioritize_int"; "prioritize_real"; "hide_constant";
-        "unhide_constant"; "install_user_printer"; "delete_user_printer"; "search"; "help"; "time"; ":=";
-        "set_basic_rewrites"; "extend_basic_rewrites"; "set_basic_convs"; "extend_basic_convs";
-        "the_definitions"; "new_type_abbrev"; "remove_type_abbrev"; "the_axioms";
-        "the_specifications"; "the_type_definitions"; "the_inductive_definitions"; "the_inductive_types";
-        "the_projections"; "the_implicit_types"]
-
-(* Stdlib values a submission may use (the typed tree names them Stdlib.x). *)
+(* Class 2, Stdlib values a submission may use (the typed tree names them Stdlib.x): arithmetic,
+   comparison, strings, exceptions, refs (a memo), and printing to the proof's own output. *)
 let pg_stdlib_values =
   ["="; "<>"; "=="; "!="; "<"; ">"; "<="; ">="; "compare"; "min"; "max"; "&&"; "||"; "not"; "+"; "-"; "*";
    "/"; "mod"; "abs"; "~-"; "~+"; "succ"; "pred"; "land"; "lor"; "lxor"; "lsl"; "lsr"; "asr"; "lnot"; "+.";
    "-."; "*."; "/."; "**"; "float_of_int"; "int_of_float"; "float"; "truncate"; "@"; "^"; "fst"; "snd";
    "ignore"; "failwith"; "invalid_arg"; "raise"; "string_of_int"; "int_of_string"; "string_of_bool"; "|>";
-   "@@"; "!"; "ref"; "incr"; "decr"; "max_int"; "min_int"]
+   "@@"; "!"; "ref"; "incr"; "decr"; "max_int"; "min_int";
+   (* added for issue 26: memo tables and progress output are honest *)
+   ":="; "print_string"; "print_endline"; "print_newline"; "print_int"; "print_char"; "print_float";
+   "prerr_string"; "prerr_endline"; "prerr_newline"; "prerr_int"; "string_of_float"; "float_of_string";
+   "int_of_string_opt"; "float_of_string_opt"; "bool_of_string"; "int_of_char"; "char_of_int"; "sqrt"; "exp";
+   "log"; "raise_notrace"; "bool_of_string_opt"; "stdout"; "stderr"; "flush"]
 
-(* Stdlib modules a submission may use, except any *unsafe* value. *)
-let pg_stdlib_modules = ["List"; "String"; "Char"; "Option"]
+(* Class 2, Stdlib modules a submission may use, except any *unsafe* value (class 1) and the channel writers
+   of pg_error_names (class 3). None of them reaches the kernel or a descriptor other than stdout/stderr. *)
+let pg_stdlib_modules =
+  ["List"; "Array"; "String"; "Char"; "Option"; "Hashtbl"; "Printf"; "Format"; "Buffer"; "Int"; "Bool"; "Lazy";
+   "Fun"; "Seq"; "Stack"; "Queue"; "Num"]
+
+(* Class 2, single qualified values of otherwise refused modules. *)
+let pg_allowed_qualified = ["Sys.time"; "Printexc.to_string"]
+
+(* The feedback of every class-3 verdict. *)
+let pg_allowed_summary =
+  "allowed: HOL Light's tactics, rules, conversions and theorems and the context's (unless they reach a \
+   refused name); the proof's own let/fun bindings; OCaml's arithmetic, comparison, string and exception \
+   values, ref/!/:=, print_string and friends; the modules " ^ String.concat ", " pg_stdlib_modules
+  ^ " (print progress with print_string or Printf.printf, format a failure with Printf.sprintf, memoise with \
+     Hashtbl or a ref); Sys.time, Printexc.to_string"
+
+(* A module as a submission may write it: Stdlib__Obj and Stdlib__obj are Obj. *)
+let pg_module_name m =
+  let p = "Stdlib__" in
+  let n = String.length p in
+  if String.length m > n && String.sub m 0 n = p then String.capitalize_ascii (String.sub m n (String.length m - n))
+  else m
+
+(* Some (verdict, reason) for a name a table above classes; None when no table lists it. *)
+let pg_name_class n =
+  let find tables = List.find_opt (fun (names, _) -> List.mem n names) tables in
+  match find pg_error_names with
+  | Some (_, why) -> Some ("ERROR", why)
+  | None ->
+      match find pg_cheat_names with
+      | Some (_, why) -> Some ("CHEATING", why)
+      | None ->
+          if String.length n >= 3 && String.lowercase_ascii (String.sub n 0 3) = "pg_" then Some ("CHEATING", pg_own_reason)
+          else None
+
+(* Some (verdict, reason) for a qualified name M.x (parts without a leading Stdlib); None when allowed. *)
+let pg_qualified_class parts =
+  let parts = List.map pg_module_name parts in
+  let parts = match parts with ("Stdlib" | "Pervasives") :: (_ :: _ as rest) -> rest | _ -> parts in
+  let dotted = String.concat "." parts in
+  let last = List.nth parts (List.length parts - 1) in
+  let in_table tables = List.find_opt (fun (names, _) -> List.mem dotted names) tables in
+  if List.mem dotted pg_allowed_qualified then None else
+  match List.find_opt (fun (ms, _) -> List.exists (fun m -> List.mem m ms) parts) pg_cheat_modules with
+  | Some (_, why) -> Some ("CHEATING", why)
+  | None when List.exists (fun x -> pg_find_sub (String.lowercase_ascii x) "unsafe" 0 >= 0) parts ->
+      Some ("CHEATING", "an unsafe accessor skips its bounds check: reads and writes memory outside the value")
+  | None ->
+      match in_table pg_cheat_qualified, in_table pg_error_names, pg_name_class last with
+      | Some (_, why), _, _ -> Some ("CHEATING", why)
+      | None, Some (_, why), _ -> Some ("ERROR", why)
+      | None, None, Some ("CHEATING", why) -> Some ("CHEATING", why)
+      | None, None, _ ->
+          match parts with
+          | [v] when List.mem v pg_stdlib_values -> None
+          | [m; _] when List.mem m pg_stdlib_modules -> None
+          | _ -> Some ("ERROR", "is not on the allow-list")
 
 module SS = Set.Make (String)
 
@@ -448,7 +563,14 @@ let rec pg_analyse_items (items : Parsetree.structure) (defined : SS.t ref) (tai
         let analysed = List.map (fun vb -> pg_refs_of_expr vb.Parsetree.pvb_expr) vbs in
         let refs = List.concat_map fst analysed in
         note_assigns (List.concat_map snd analysed);
-        let culprit = List.find_opt bad refs in
+        (* the reason kept is the worst culprit: a class-1 name before an unknown one before a class-3 one *)
+        let rank lid = match pg_lid_parts lid with
+          | [n] -> (match pg_name_class n with Some ("CHEATING", _) -> 0 | Some _ -> 2 | None -> 1)
+          | parts -> (match pg_qualified_class (match parts with "Stdlib" :: (_ :: _ as r) -> r | p -> p) with
+              | Some ("CHEATING", _) -> 0 | _ -> 2) in
+        let culprit = List.fold_left (fun best lid ->
+            if not (bad lid) then best
+            else match best with Some b when rank b <= rank lid -> best | _ -> Some lid) None refs in
         List.iter (fun n ->
           defined := SS.add n !defined;
           match culprit with
@@ -503,8 +625,47 @@ let pg_analyse_files paths =
   pg_defined := SS.empty; pg_tainted := pg_root_set; Hashtbl.reset pg_modules; Hashtbl.reset pg_taint_why;
   pass ()
 
+(* A name a table classes is never on the whitelist, whatever binds it. *)
+let pg_denied_name n = pg_name_class n <> None
+
 let pg_allowed n =
   SS.mem n !pg_defined && not (pg_denied_name n) && (not (SS.mem n !pg_tainted) || pg_is_data n)
+
+(* The seed a tainted name reaches: pg_taint_why, followed from name to name ("x in file", "an assignment
+   of x") to a root name, a qualified value or an external. *)
+let pg_taint_seed n =
+  let culprit why =
+    let p = "an assignment of " in
+    let lp = String.length p in
+    if String.length why > lp && String.sub why 0 lp = p then String.sub why lp (String.length why - lp)
+    else match String.index_opt why ' ' with Some i -> String.sub why 0 i | None -> why in
+  let rec go n depth =
+    if depth > 100 || pg_name_class n <> None || List.mem n pg_root_names || String.contains n '.' then n
+    else match Hashtbl.find_opt pg_taint_why n with
+      | None -> n
+      | Some "external" -> "external"
+      | Some why -> let c = culprit why in if c = n then n else go c (depth + 1) in
+  go n 0
+
+(* Some (verdict, reason) for a trusted name the taint analysis refused: the class of what it reaches. *)
+let pg_tainted_class n =
+  let seed = pg_taint_seed n in
+  let via = if seed = n then "" else " (through " ^ seed ^ ")" in
+  let cls = if seed = "external" then Some ("CHEATING", "an external primitive: C code below the type system")
+    else if String.contains seed '.' then pg_qualified_class (String.split_on_char '.' seed)
+    else pg_name_class seed in
+  match cls with
+  | Some (v, why) -> Some (v, "reaches what a proof may not use" ^ via ^ ": " ^ why)
+  | None -> Some ("ERROR", "reaches what a proof may not use" ^ via)
+
+(* The class of a global name a submission uses: None (class 2) or Some (verdict, reason). *)
+let pg_global_class n =
+  match pg_name_class n with
+  | Some c -> Some c
+  | None when pg_allowed n -> None
+  | None when SS.mem n !pg_defined -> pg_tainted_class n   (* a trusted source's own binding: its taint decides *)
+  | None when List.mem n pg_stdlib_values -> None          (* the typed tree checks it is the Stdlib's *)
+  | None -> Some ("ERROR", "is not on the allow-list")
 
 (* ------------------------------------------------------------------------------------------ *)
 (* checking a submission                                                                       *)
@@ -516,12 +677,27 @@ exception Pg_reject of pg_outcome
 let pg_outcome ?(detail = "") ?(goals = "") verdict category reasons = { verdict; category; reasons; detail; goals }
 let pg_cheat reasons = raise (Pg_reject (pg_outcome "CHEATING" "cheating" reasons))
 
+(* A finding about a submission: its class ("CHEATING" or "ERROR") and the reason. *)
+type pg_finding = string * string
 
-(* The parse tree: exactly one expression, no module/object/extension syntax, identifiers that
-   are whitelisted, bound inside the submission, or unknown (the type checker then says ERROR). *)
-let pg_check_parsetree (e : Parsetree.expression) =
-  let reasons = ref [] in
-  let add r = if not (List.mem r !reasons) then reasons := r :: !reasons in
+(* The verdict of a list of findings: CHEATING if any is class 1 (only those reasons), else ERROR with the
+   reasons and what is allowed. *)
+let pg_judge ?(category = "undefined") (findings : pg_finding list) =
+  let uniq l = List.rev (List.fold_left (fun acc r -> if List.mem r acc then acc else r :: acc) [] l) in
+  match List.filter (fun (v, _) -> v = "CHEATING") findings with
+  | _ :: _ as cheats -> pg_cheat (uniq (List.map snd cheats))
+  | [] when findings <> [] ->
+      raise (Pg_reject (pg_outcome "ERROR" category (uniq (List.map snd findings) @ [pg_allowed_summary])))
+  | [] -> ()
+
+let pg_external_reason =
+  "an external declaration: a C primitive of the proof's choosing (\"%identity\" is Obj.magic)"
+
+(* The parse tree: identifiers, constructors and syntax. Names bound inside the submission are its own
+   values (the typed tree knows their scope exactly); unbound names are left to the type checker. *)
+let pg_check_parsetree (e : Parsetree.expression) : pg_finding list =
+  let found = ref [] in
+  let add (v, r) = found := (v, r) :: !found in
   let locals = ref SS.empty in
   let collect = { Ast_iterator.default_iterator with
                   Ast_iterator.pat = (fun sub p ->
@@ -530,67 +706,92 @@ let pg_check_parsetree (e : Parsetree.expression) =
   collect.Ast_iterator.expr collect e;
   let check_lid what lid =
     match pg_lid_parts lid with
+    | [n] when what = "constructor" ->
+        if String.length n >= 3 && String.sub n 0 3 = "Pg_" then add ("CHEATING", "uses " ^ n ^ ": " ^ pg_own_reason)
     | [n] ->
-        if pg_denied_name n then add (Printf.sprintf "uses %s, which is never allowed" n)
-        else if not (pg_allowed n || SS.mem n !locals || List.mem n pg_stdlib_values) then begin
+        if not (SS.mem n !locals) then begin
           match Env.find_value_by_name (Longident.Lident n) !Toploop.toplevel_env with
-          | exception Not_found -> ()   (* unbound: a type error, not a cheat *)
-          | _ -> if what = "value" then add (Printf.sprintf "uses %s, which is not on the whitelist" n)
+          | exception Not_found ->
+              (* unbound: the type checker says ERROR; a class-1 name is refused by name all the same *)
+              (match pg_name_class n with Some ("CHEATING", why) -> add ("CHEATING", "uses " ^ n ^ ": " ^ why) | _ -> ())
+          | _ when SS.mem n !pg_defined || pg_name_class n <> None ->
+              (match pg_global_class n with Some (v, why) -> add (v, "uses " ^ n ^ ": " ^ why) | None -> ())
+          | _ -> ()   (* bound by an open (Format, Num ...): the typed tree judges its real path *)
         end
     | parts ->
-        let ok = match parts with
-          | ["Stdlib"; v] -> List.mem v pg_stdlib_values
-          | [m; _] | ["Stdlib"; m; _] -> List.mem m pg_stdlib_modules
-          | _ -> false in
-        if not ok || List.exists (fun x -> pg_find_sub x "unsafe" 0 >= 0) parts then
-          add (Printf.sprintf "uses %s: module access is limited to %s" (pg_lid_name lid) (String.concat ", " pg_stdlib_modules))
+        let parts = match parts with "Stdlib" :: (_ :: _ as rest) -> rest | _ -> parts in
+        (match pg_qualified_class parts with
+         | Some (v, why) -> add (v, "uses " ^ pg_lid_name lid ^ ": " ^ why)
+         | None -> ())
   in
-  let forbid what = add (what ^ " is not allowed in a tactic") in
+  let refuse v what = add (v, what) in
+  let error what = refuse "ERROR" (what ^ " is not allowed in a tactic") in
+  let module_ident lid =
+    match pg_qualified_class (pg_lid_parts lid @ ["_"]) with
+    | Some ("CHEATING", why) -> add ("CHEATING", "names the module " ^ pg_lid_name lid ^ ": " ^ why)
+    | _ -> () in
   let it = { Ast_iterator.default_iterator with
     Ast_iterator.expr = (fun sub x ->
       (match x.Parsetree.pexp_desc with
        | Parsetree.Pexp_ident { Location.txt; _ } -> check_lid "value" txt
-       | Parsetree.Pexp_construct ({ Location.txt = (Longident.Ldot _ as lid); _ }, _) -> check_lid "constructor" lid
-       | Parsetree.Pexp_letmodule _ -> forbid "let module"
-       | Parsetree.Pexp_open _ -> forbid "open"
+       | Parsetree.Pexp_construct ({ Location.txt; _ }, _) -> check_lid "constructor" txt
+       | Parsetree.Pexp_letmodule _ -> error "a local module (let module)"
+       | Parsetree.Pexp_open _ -> error "open (write M.x)"
        | Parsetree.Pexp_object _ | Parsetree.Pexp_new _ | Parsetree.Pexp_send _ | Parsetree.Pexp_setinstvar _
-       | Parsetree.Pexp_override _ | Parsetree.Pexp_poly _ -> forbid "an object"
-       | Parsetree.Pexp_extension _ -> forbid "an extension node"
-       | Parsetree.Pexp_pack _ -> forbid "a first-class module"
-       | Parsetree.Pexp_letexception _ -> forbid "a local exception"
-       | Parsetree.Pexp_newtype _ -> forbid "a local type"
-       | Parsetree.Pexp_letop _ -> forbid "a binding operator"
-       | Parsetree.Pexp_setfield _ -> forbid "a mutable field update"
-       | Parsetree.Pexp_unreachable -> forbid "an unreachable clause"
+       | Parsetree.Pexp_override _ | Parsetree.Pexp_poly _ -> error "an object"
+       | Parsetree.Pexp_extension _ -> error "an extension node"
+       | Parsetree.Pexp_pack _ -> error "a first-class module"
+       | Parsetree.Pexp_letexception _ -> error "a local exception"
+       | Parsetree.Pexp_newtype _ -> error "a local type"
+       | Parsetree.Pexp_letop _ -> error "a binding operator"
+       | Parsetree.Pexp_setfield _ -> error "a mutable field update (use :=)"
+       | Parsetree.Pexp_unreachable -> error "an unreachable clause"
        | _ -> ());
       Ast_iterator.default_iterator.Ast_iterator.expr sub x);
     Ast_iterator.pat = (fun sub p ->
       (match p.Parsetree.ppat_desc with
-       | Parsetree.Ppat_unpack _ -> forbid "a first-class module pattern"
-       | Parsetree.Ppat_extension _ -> forbid "an extension node"
-       | Parsetree.Ppat_open _ -> forbid "open"
-       | Parsetree.Ppat_construct ({ Location.txt = (Longident.Ldot _ as lid); _ }, _) -> check_lid "constructor" lid
+       | Parsetree.Ppat_unpack _ -> error "a first-class module pattern"
+       | Parsetree.Ppat_extension _ -> error "an extension node"
+       | Parsetree.Ppat_open _ -> error "open (write M.x)"
+       | Parsetree.Ppat_construct ({ Location.txt; _ }, _) -> check_lid "constructor" txt
        | _ -> ());
       Ast_iterator.default_iterator.Ast_iterator.pat sub p);
     Ast_iterator.typ = (fun sub t ->
       (match t.Parsetree.ptyp_desc with
-       | Parsetree.Ptyp_package _ -> forbid "a module type"
-       | Parsetree.Ptyp_extension _ -> forbid "an extension node"
-       | Parsetree.Ptyp_class _ | Parsetree.Ptyp_object _ -> forbid "an object type"
+       | Parsetree.Ptyp_package _ -> error "a module type"
+       | Parsetree.Ptyp_extension _ -> error "an extension node"
+       | Parsetree.Ptyp_class _ | Parsetree.Ptyp_object _ -> error "an object type"
        | _ -> ());
       Ast_iterator.default_iterator.Ast_iterator.typ sub t);
-    Ast_iterator.attribute = (fun _ a -> add (Printf.sprintf "attribute [@%s] is not allowed" a.Parsetree.attr_name.Location.txt));
-    Ast_iterator.module_expr = (fun sub m -> forbid "a module expression"; Ast_iterator.default_iterator.Ast_iterator.module_expr sub m);
-    Ast_iterator.class_expr = (fun _ _ -> forbid "a class");
-    Ast_iterator.extension = (fun _ _ -> forbid "an extension node") } in
+    Ast_iterator.attribute = (fun _ a ->
+      refuse "ERROR" (Printf.sprintf "attribute [@%s] is not allowed in a tactic (remove it)" a.Parsetree.attr_name.Location.txt));
+    Ast_iterator.module_expr = (fun sub m ->
+      (match m.Parsetree.pmod_desc with
+       | Parsetree.Pmod_ident { Location.txt; _ } -> module_ident txt
+       | _ -> ());
+      error "a module expression";
+      Ast_iterator.default_iterator.Ast_iterator.module_expr sub m);
+    (* the one thing a local module can do that nothing else can: declare a primitive *)
+    Ast_iterator.structure_item = (fun sub si ->
+      (match si.Parsetree.pstr_desc with
+       | Parsetree.Pstr_primitive _ -> refuse "CHEATING" pg_external_reason
+       | _ -> ());
+      Ast_iterator.default_iterator.Ast_iterator.structure_item sub si);
+    Ast_iterator.signature_item = (fun sub si ->
+      (match si.Parsetree.psig_desc with
+       | Parsetree.Psig_value { Parsetree.pval_prim = _ :: _; _ } -> refuse "CHEATING" pg_external_reason
+       | _ -> ());
+      Ast_iterator.default_iterator.Ast_iterator.signature_item sub si);
+    Ast_iterator.class_expr = (fun _ _ -> error "a class");
+    Ast_iterator.extension = (fun _ _ -> error "an extension node") } in
   it.Ast_iterator.expr it e;
-  List.rev !reasons
+  List.rev !found
 
-(* The typed tree: every identifier is bound inside the submission, or is the current global
-   binding of a whitelisted name, or a whitelisted Stdlib value. *)
-let pg_check_typedtree env (te : Typedtree.expression) =
-  let reasons = ref [] in
-  let add r = if not (List.mem r !reasons) then reasons := r :: !reasons in
+(* The typed tree: every identifier is bound inside the submission, or is the current global binding of a
+   whitelisted name, or an allowed Stdlib value; anything else is classed as on the parse tree. *)
+let pg_check_typedtree env (te : Typedtree.expression) : pg_finding list =
+  let found = ref [] in
+  let add f = found := f :: !found in
   let locals = ref [] in
   let collect_pat : type k. Tast_iterator.iterator -> k Typedtree.general_pattern -> unit = fun sub p ->
     (match p.Typedtree.pat_desc with
@@ -601,20 +802,46 @@ let pg_check_typedtree env (te : Typedtree.expression) =
   let collect = { Tast_iterator.default_iterator with Tast_iterator.pat = collect_pat } in
   collect.Tast_iterator.expr collect te;
   let is_local id = List.exists (Ident.same id) !locals in
+  let rec parts p = match p with
+    | Path.Pident id -> [Ident.name id]
+    | Path.Pdot (q, v) -> parts q @ [v]
+    | Path.Papply (q, _) -> parts q in
   let check_path p =
     match p with
     | Path.Pident id when is_local id -> ()
     | Path.Pident id ->
         let n = Ident.name id in
-        let same = match Env.find_value_by_name (Longident.Lident n) env with
-          | (p', _) -> Path.same p p' | exception Not_found -> false in
-        if not (same && pg_allowed n) then add (Printf.sprintf "typed tree: %s is not a whitelisted global" n)
-    | Path.Pdot (Path.Pident s, v) when Ident.name s = "Stdlib" && List.mem v pg_stdlib_values -> ()
-    | Path.Pdot (Path.Pdot (Path.Pident s, m), v)
-      when Ident.name s = "Stdlib" && List.mem m pg_stdlib_modules && pg_find_sub v "unsafe" 0 < 0 -> ()
-    | Path.Pdot (Path.Pident m, v)
-      when List.mem (Ident.name m) (List.map (fun x -> "Stdlib__" ^ x) pg_stdlib_modules) && pg_find_sub v "unsafe" 0 < 0 -> ()
-    | _ -> add (Printf.sprintf "typed tree: %s is not allowed" (Path.name p)) in
+        let found = try Some (Env.find_value_by_name (Longident.Lident n) env) with Not_found -> None in
+        let same = match found with Some (p', _) -> Path.same p p' | None -> false in
+        (* HOL Light includes Format at the toplevel (printer.ml): print_string and printf are Format's there,
+           globals of their own. A global no trusted source defines is judged as the library value it was
+           declared as (format.mli: Format.x, stdlib.mli: Stdlib.x); one declared anywhere else is ERROR. *)
+        let declared_in = match found with
+          | Some (_, d) ->
+              let f = Filename.basename d.Types.val_loc.Location.loc_start.Lexing.pos_fname in
+              if f = "stdlib.mli" then Some []
+              else if Filename.check_suffix f ".mli" then Some [String.capitalize_ascii (Filename.chop_suffix f ".mli")]
+              else None
+          | None -> None in
+        if same && pg_allowed n then ()
+        else if same && not (SS.mem n !pg_defined) && pg_name_class n = None && declared_in <> None then
+          (match pg_qualified_class (Option.get declared_in @ [n]) with
+           | Some (v, why) -> add (v, "typed tree: uses " ^ n ^ " (" ^ String.concat "." (Option.get declared_in @ [n])
+                                      ^ "): " ^ why)
+           | None -> ())
+        else
+          (match pg_global_class n with
+           | Some (v, why) -> add (v, "typed tree: uses " ^ n ^ ": " ^ why)
+           | None ->
+               let where = match found with
+                 | Some (_, d) -> Filename.basename d.Types.val_loc.Location.loc_start.Lexing.pos_fname | None -> "?" in
+               add ("ERROR", "typed tree: " ^ n ^ " is not the Stdlib's or the whitelisted global binding of that \
+                             name (declared in " ^ where ^ ")"))
+    | _ ->
+        let ps = match parts p with "Stdlib" :: (_ :: _ as rest) -> rest | ps -> ps in
+        (match pg_qualified_class ps with
+         | Some (v, why) -> add (v, "typed tree: uses " ^ Path.name p ^ ": " ^ why)
+         | None -> ()) in
   let expr sub (x : Typedtree.expression) =
     (match x.Typedtree.exp_desc with
      | Typedtree.Texp_ident (p, _, _) -> check_path p
@@ -622,18 +849,62 @@ let pg_check_typedtree env (te : Typedtree.expression) =
      | Typedtree.Texp_pack _ | Typedtree.Texp_open _ | Typedtree.Texp_send _ | Typedtree.Texp_new _
      | Typedtree.Texp_instvar _ | Typedtree.Texp_setinstvar _ | Typedtree.Texp_override _
      | Typedtree.Texp_letop _ | Typedtree.Texp_extension_constructor _ | Typedtree.Texp_setfield _ ->
-         add "typed tree: a forbidden construct"
+         add ("ERROR", "typed tree: a construct a tactic may not use (module, object, open, local exception)")
      | _ -> ());
     Tast_iterator.default_iterator.Tast_iterator.expr sub x in
   let it = { Tast_iterator.default_iterator with Tast_iterator.expr = expr } in
   it.Tast_iterator.expr it te;
-  List.rev !reasons
+  List.rev !found
 
 let pg_error_text e =
   try Location.report_exception Format.str_formatter e; Format.flush_str_formatter ()
   with _ -> Printexc.to_string e
 
 let pg_submission_name = "submission"
+
+let pg_one_expression =
+  "the submission must be exactly one tactic expression (`;;` separates phrases): send the tactic alone; \
+   a helper goes inside it with let ... in"
+
+(* The names a checker of HOL Light proofs uses to state and check a theorem: a phrase that rebinds one is a
+   shadowed checker (server.ml binds its own before any submission, but a grader that runs the text would not). *)
+let pg_checker_names =
+  ["prove"; "TAC_PROOF"; "axioms"; "constants"; "types"; "concl"; "hyp"; "aconv"; "parse_term"; "type_of";
+   "null_inst"; "string_of_term"; "g"; "e"; "set_goal"; "by"; "rotate"; "top_thm"; "mk_goalstate"; "p"; "b"; "r"]
+
+(* A submission of several phrases, a definition or a directive is never run. It is CHEATING where its
+   content is (a class-1 name anywhere, a directive, an external, a toplevel definition that rebinds a name
+   the checks use or a class-1 name); otherwise ERROR (a helper lemma before the tactic, two tactics). *)
+let pg_judge_phrases phrases =
+  let found = ref [] in
+  let add f = found := f :: !found in
+  let bound n = match Env.find_value_by_name (Longident.Lident n) !Toploop.toplevel_env with
+    | _ -> true | exception Not_found -> false in
+  List.iter (function
+    | Parsetree.Ptop_dir { Parsetree.pdir_name = { Location.txt; _ }; _ } ->
+        add ("CHEATING", "#" ^ txt ^ ": a toplevel directive (#use, #load, #directory ...) loads or runs code \
+                          outside the checked expression")
+    | Parsetree.Ptop_def items ->
+        List.iter (fun (si : Parsetree.structure_item) ->
+          match si.Parsetree.pstr_desc with
+          | Parsetree.Pstr_eval (e, _) -> List.iter add (pg_check_parsetree e)
+          | Parsetree.Pstr_value (_, vbs) ->
+              List.iter (fun vb ->
+                List.iter add (pg_check_parsetree vb.Parsetree.pvb_expr);
+                List.iter (fun n ->
+                  if List.mem n pg_checker_names || (bound n && pg_name_class n <> None) then
+                    add ("CHEATING", "redefines " ^ n ^ ", which a checker uses to state or check the theorem"))
+                  (pg_pat_vars vb.Parsetree.pvb_pat)) vbs
+          | Parsetree.Pstr_primitive _ -> add ("CHEATING", pg_external_reason)
+          | Parsetree.Pstr_module _ | Parsetree.Pstr_recmodule _ | Parsetree.Pstr_include _
+          | Parsetree.Pstr_open _ ->
+              (* walked like a local module: externals and class-1 names inside are found *)
+              let e = Ast_helper.Exp.letmodule (Location.mknoloc (Some "M"))
+                  (Ast_helper.Mod.structure [si]) (Ast_helper.Exp.construct (Location.mknoloc (Longident.Lident "()")) None) in
+              List.iter add (pg_check_parsetree e)
+          | _ -> ()) items) phrases;
+  add ("ERROR", pg_one_expression);
+  pg_judge ~category:"syntax" (List.rev !found)
 
 (* Parse [text] as exactly one OCaml (HOL Light syntax) expression. *)
 let pg_parse_submission text =
@@ -649,24 +920,27 @@ let pg_parse_submission text =
   match phrases with
   | [Parsetree.Ptop_def [{ Parsetree.pstr_desc = Parsetree.Pstr_eval (e, []); _ }]] -> e
   | [] -> raise (Pg_reject (pg_outcome "ERROR" "syntax" ["the submission is empty"]))
-  | [_] -> pg_cheat ["the submission must be one tactic expression, not a definition or directive"]
-  | _ -> pg_cheat ["the submission must be exactly one expression (`;;` separates phrases)"]
+  | _ -> pg_judge_phrases phrases; raise (Pg_reject (pg_outcome "ERROR" "syntax" [pg_one_expression]))
 
 let pg_tactic_type = Ast_helper.Typ.constr (Location.mknoloc (Longident.Lident "tactic")) []
 
-(* Parse tree + typed tree checks. Returns the expression, known to have type tactic. *)
+(* Parse tree + typed tree checks (pg_judge: class 1 is CHEATING, class 3 ERROR). Returns the expression,
+   known to have type tactic and to use only class-2 names. A class-3 finding on the parse tree does not
+   stop the typed tree: a class-1 value reached through it (let open Obj in magic) is still CHEATING. *)
 let pg_vet_submission text =
   let e = pg_parse_submission text in
-  (match pg_check_parsetree e with [] -> () | rs -> pg_cheat rs);
+  let parsed = pg_check_parsetree e in
+  pg_judge (List.filter (fun (v, _) -> v = "CHEATING") parsed);
   let env = !Toploop.toplevel_env in
   let constrained = Ast_helper.Exp.constraint_ e pg_tactic_type in
   let te =
     try Typecore.type_expression env constrained
     with exn ->
+      pg_judge parsed;
       let msg = pg_error_text exn in
       let category = if pg_find_sub msg "Unbound" 0 >= 0 then "undefined" else "type" in
       raise (Pg_reject (pg_outcome "ERROR" category ["the tactic does not type-check as a tactic"] ~detail:msg)) in
-  (match pg_check_typedtree env te with [] -> () | rs -> pg_cheat rs);
+  pg_judge (parsed @ pg_check_typedtree env te);
   e
 
 (* ------------------------------------------------------------------------------------------ *)
@@ -907,7 +1181,8 @@ let pg_worker ~verdict_fd ~out_fd ~goal ~proof ~uid ~mem_bytes ~cpu_s =
     | Out_of_memory -> pg_outcome "ERROR" "resource" ["the tactic ran out of memory"]
     | Stack_overflow -> pg_outcome "ERROR" "resource" ["the tactic overflowed the stack"]
     | e -> pg_outcome "ERROR" "other" ["unexpected exception in the checker: " ^ Printexc.to_string e] in
-  (try flush stdout; flush stderr; reply outcome with _ -> ());
+  (* each on its own: a channel the tactic closed must not keep the verdict from going out *)
+  (try flush stdout with _ -> ()); (try flush stderr with _ -> ()); (try reply outcome with _ -> ());
   (* Both pipes closed before the exit, whose teardown of the address space (a fork of the zygote: hundreds of
      MB of page tables) is the slowest part of it: the zygote answers at the verdict, then reaps (see below). *)
   List.iter (fun fd -> try Unix.close fd with _ -> ()) [verdict_fd; Unix.stdout; Unix.stderr];

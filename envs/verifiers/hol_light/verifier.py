@@ -13,7 +13,9 @@ it. Instead (see ``hol_light/boot.ml`` for the OCaml side):
   paid once (760 MB of RSS on s2n-bignum's arm base, of which 35-234 MB are a zygote's own).
 - **worker**: forked from the zygote per attempt. It parses the goal from the task's trusted text
   first, then requires the submission to be exactly one expression of type ``tactic`` whose
-  identifiers are whitelisted on the parse tree and on the typed tree, drops to its own uid with
+  identifiers are whitelisted on the parse tree and on the typed tree (three classes, in one place:
+  boot.ml's "the policy": what can make an unproved statement pass is CHEATING with its reason, the
+  harmless Stdlib an honest proof uses is run, anything unlisted is ERROR saying what is allowed), drops to its own uid with
   rlimits, ``no_new_privs`` and a seccomp filter (no fork, exec, open, sockets, signals, ptrace),
   runs the tactic, and checks the theorem with closures bound before anything else ran: no
   hypotheses, conclusion alpha-equivalent to the goal, ``axioms()`` unchanged.
