@@ -41,7 +41,8 @@ class FakeVerifier:
     ``ok``/``fail``/``cheat`` -> that verdict; ``sleep:S`` -> OK after S seconds; ``load:C:W`` -> OK after C
     seconds on a context this verifier has not seen (a context load), W on one it has; ``die`` -> SIGKILL
     itself; ``die-once:PATH`` -> SIGKILL itself unless PATH exists (and creates it); ``wait:PATH`` -> OK once
-    PATH exists (FAIL if it does not appear within 120 s: an order a test decides, not a sleep); ``raise`` ->
+    PATH exists (FAIL if it does not appear within 120 s: an order a test decides, not a sleep); ``hold:DIR`` ->
+    creates DIR/started, then as ``wait:DIR/release`` (the test sees the check running, then ends it); ``raise`` ->
     VerifierCrashed; ``raise-once:PATH`` -> VerifierCrashed unless PATH exists (and creates it); ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
     sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
     """
@@ -60,7 +61,10 @@ class FakeVerifier:
         elif verb == "load":
             cold_s, _, warm_s = arg.partition(":")
             time.sleep(float(cold_s if warm == "cold" else warm_s))
-        elif verb == "wait":
+        elif verb in ("wait", "hold"):
+            if verb == "hold":
+                Path(arg, "started").touch()
+                arg = str(Path(arg, "release"))
             deadline = time.monotonic() + 120.0
             while not os.path.exists(arg):
                 if time.monotonic() > deadline:
@@ -183,13 +187,15 @@ def test_check_batch_keeps_input_order_and_check_raises_on_harness_failure(pool)
         pool.check(fake_task(3), "raise")
 
 
-def test_back_pressure_bounds_pending_checks():
+def test_back_pressure_bounds_pending_checks(tmp_path):
+    release = tmp_path / "release"  # the first check holds its slot until the test has seen the pool full
     with fake_pool(1, max_pending=2) as p:
-        first = p.submit(fake_task(0), "sleep:0.5")
+        first = p.submit(fake_task(0), f"wait:{release}")
         p.submit(fake_task(1), "ok")
         assert p.pending == 2
         with pytest.raises(PoolFull):
             p.submit(fake_task(2), "ok", block=False)
+        release.touch()
         third = p.submit(fake_task(2), "ok", timeout=30)  # blocks until a slot frees up
         assert first.done()
         assert third.result(timeout=30).verdict is Verdict.OK
@@ -295,8 +301,11 @@ def test_close_is_idempotent_and_leaves_no_process():
     assert p.wait_ready(60)
     pids = p.worker_pids()
     assert len(pids) == 2
-    waiting = p.submit(fake_task(0), "sleep:30")
-    time.sleep(0.2)
+    waiting = p.submit(fake_task(0), "sleep:30", request_id="waiting")
+    deadline = time.monotonic() + 60
+    while "waiting" not in p.running():  # close() must find the check running on a worker, not still queued
+        assert time.monotonic() < deadline, "the check never started on a worker"
+        time.sleep(0.01)
     p.close()
     p.close()
     res = waiting.result(timeout=5)
