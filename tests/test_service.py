@@ -130,11 +130,13 @@ def test_oversized_body_is_refused_unread(service):
     assert bad_json[0] == 400
 
 
-def test_a_full_queue_answers_503(pool):
+def test_a_full_queue_answers_503(pool, tmp_path):
+    release = tmp_path / "release"  # the busy check holds the queue's one place until the 503 has been seen
     with VerifierService(pool, ServiceConfig(port=0, max_queue=1)) as svc:
-        busy = pool.submit(fake_task(0), "sleep:1.5")
+        busy = pool.submit(fake_task(0), f"wait:{release}")
         status, headers, _ = request(svc, "POST", "/check", [{"task": fake_task(1).to_dict(), "proof": "ok"}])
         assert status == 503 and headers["retry-after"] == "1"
+        release.touch()
         busy.result(timeout=30)
         assert request(svc, "POST", "/check", [{"task": fake_task(1).to_dict(), "proof": "ok"}])[0] == 200
 
