@@ -5,9 +5,11 @@ The Hub package (``examples/integrations/verifiers``) is loaded by id, as ``vf-e
 untouched-scoring checks against the real Coq verifier; and a scripted reply is scored by
 ``Task.score`` on a ``vf.Trace``, the call a rollout ends with.
 
-Why no full rollout: a verifiers 0.4 rollout runs the model through a harness program that the
-runtime installs with uv from the package index when it starts (PEP 723 script dependencies), which
-a test cannot fetch; scoring, loading and validation are the library's own code paths without it.
+Why no full rollout: a verifiers 0.4 rollout runs the model through a harness program (the ``null``
+harness's chat program, a PEP 723 script) that the runtime prepares when it starts: it installs uv with
+its installer script from the uv project's own site when uv is missing, then ``uv sync --script``
+downloads the program's dependencies (openai, mcp 2.0.0, httpx, httpx2, tenacity, certifi). A test
+has no network for that; loading, scoring and validation are the library's own code paths without it.
 """
 
 from __future__ import annotations
