@@ -10,15 +10,19 @@ these three things, so that no adapter holds a second copy of verdict, reward or
   service (``proofgym serve-verifier``) when given its URL: the service is then this process's
   verifier, behind an in-process pool, so a Ray worker or a vLLM engine never starts provers.
 - :class:`ProofSession`: one task's multi-turn repair episode (:class:`~proofgym.envs.episode.Episode`):
-  each reply is checked, the verifier's feedback is the next user turn, OK or CHEATING ends it.
+  each reply is checked, the verifier's feedback is the next user turn, OK, CHEATING, a harness
+  failure or the turn budget ends it.
+- :func:`scorer_for`: one scorer per process for trainers that load a reward by name in workers they
+  start themselves (verl, OpenRLHF, verifiers), made from their config on first use, closed at exit.
 
 The reward-service contract every adapter relies on:
 
 - a harness failure (the verifier broke, a worker died, the service is unreachable) is a masked
   status, ``reward=None`` with ``harness_error`` set, never a score: each adapter turns it into its
-  library's "no reward" (TRL: ``None``; OpenEnv: ``reward=None`` and ``metadata.harness_error``;
-  verifiers: an error on the rollout; OpenRLHF: a dropped sample or 503; verl, which has no such value:
-  an exception);
+  library's "no reward" (TRL: ``None``; OpenEnv: ``reward=None`` and the observation's
+  ``harness_error``; verifiers: a ``TaskError`` on the rollout, reward ``None``; OpenRLHF single-turn:
+  reward ``None`` (or the service's 503 with ``Retry-After``); verl and OpenRLHF's multi-turn agent,
+  whose contracts have no such value: an exception that stops the step);
 - the time budget is the task's ``timeout_s``, enforced by the pool (past it the verdict is TIMEOUT,
   a hung check is killed by the watchdog);
 - :meth:`ProofScorer.close` frees what the scorer made (its pool, its service client), idempotently.
