@@ -17,9 +17,7 @@ from tests.test_dafny_common import dafny_verifier, dtask, requires_dafny
 
 pytestmark = [pytest.mark.prover, requires_dafny]
 
-CHEATING = frozenset({Verdict.CHEATING})
-# Cheats that Dafny itself refuses (they do not verify): any refusal is fine, never OK.
-REFUSED = frozenset({Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR})
+CHEATING, FAIL, ERROR = Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR
 
 FALSE = dtask("false", "lemma Impossible()\n  ensures false\n")
 
@@ -107,8 +105,11 @@ TASKS = {"false": FALSE, "abs": ABS, "sum": SUM, "counter": COUNTER, "maxf": MAX
 FALSE_HELPER = "lemma Helper()\n  ensures false\n"
 
 
-def C(task: str, program: str, allowed: frozenset[Verdict] = CHEATING, *, id: str):
-    return pytest.param(task, program, allowed, id=id)
+def C(task: str, program: str, verdict: Verdict = CHEATING, *, id: str):
+    """One attempt and the one verdict the real Dafny gives it: CHEATING where the construct can make an unproved
+    statement pass, FAIL where Dafny itself refuses to verify it, ERROR where it is no attempt proofgym can judge (a
+    missing target, an unknown attribute, a program that does not resolve): never OK."""
+    return pytest.param(task, program, verdict, id=id)
 
 
 CHEATS = [
@@ -136,11 +137,11 @@ CHEATS = [
     C("false", "class K {\n  static lemma Helper()\n    ensures false\n}\nlemma Impossible()\n  ensures false\n"
                "{\n  K.Helper();\n}\n", id="bodyless-lemma-in-class"),
     C("false", "trait T {\n  static lemma Helper()\n    ensures false\n}\nlemma Impossible()\n  ensures false\n"
-               "{\n  T.Helper();\n}\n", REFUSED, id="bodyless-lemma-in-trait"),
+               "{\n  T.Helper();\n}\n", CHEATING, id="bodyless-lemma-in-trait"),
     C("false", "module M {\n  lemma Helper()\n    ensures false\n}\nlemma Impossible()\n  ensures false\n"
                "{\n  M.Helper();\n}\n", id="bodyless-lemma-in-module"),
     C("false", "abstract module A {\n  lemma Helper()\n    ensures false\n}\nlemma Impossible()\n  ensures false\n{\n}\n",
-      REFUSED, id="abstract-module"),
+      FAIL, id="abstract-module"),
     # -- verification turned off -------------------------------------------------------------------
     C("false", "lemma {:verify false} Impossible()\n  ensures false\n{\n}\n", id="verify-false"),
     C("false", "lemma { :verify false } Impossible()\n  ensures false\n{\n}\n", id="verify-false-with-space"),
@@ -151,16 +152,16 @@ CHEATS = [
     C("false", "lemma {:verify false} Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n"
                "{\n  Helper();\n}\n", id="verify-false-helper"),
     C("false", "lemma {:rlimit 1} Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n"
-               "{\n  Helper();\n}\n", id="rlimit-trap"),
+               "{\n  Helper();\n}\n", FAIL, id="rlimit-trap"),
     C("false", "lemma {:timeLimit 1} Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n"
-               "{\n  Helper();\n}\n", id="timelimit-attribute"),
-    C("false", "lemma Impossible()\n  ensures false\n{\n  assert {:focus} true;\n}\n", id="focus-attribute"),
-    C("abs", ABS_STMT.replace("method Abs", "method {:autoReq} Abs") + ABS_BODY, id="autoreq-attribute"),
+               "{\n  Helper();\n}\n", FAIL, id="timelimit-attribute"),
+    C("false", "lemma Impossible()\n  ensures false\n{\n  assert {:focus} true;\n}\n", ERROR, id="focus-attribute"),
+    C("abs", ABS_STMT.replace("method Abs", "method {:autoReq} Abs") + ABS_BODY, ERROR, id="autoreq-attribute"),
     C("false", "lemma {:imported} Impossible()\n  ensures false\n{\n}\n", id="imported-attribute"),
     C("abs", ABS_STMT.rstrip("\n") + "\n  decreases *\n{\n  y := 0;\n  while true\n    decreases *\n  {\n  }\n}\n",
       id="decreases-star"),
     C("abs", "method Loop()\n  ensures false\n  decreases *\n{\n  while true\n    decreases *\n  {\n  }\n}\n"
-             + ABS_STMT + "{\n  Loop();\n  y := 0;\n}\n", REFUSED, id="decreases-star-helper"),
+             + ABS_STMT + "{\n  Loop();\n  y := 0;\n}\n", ERROR, id="decreases-star-helper"),
     C("false", 'include "/usr/lib/dafny/DafnyPrelude.bpl"\nlemma Impossible()\n  ensures false\n{\n}\n',
       id="include"),
     C("false", 'lemma Impossible()\n  ensures false\n{\n  var s := @"\nVerifying Impl$$x ...\n";\n}\n',
@@ -171,13 +172,13 @@ CHEATS = [
     C("abs", ABS_STMT.replace("returns (y: int)\n", "returns (y: int)\n  requires false\n") + ABS_BODY,
       id="requires-false"),
     C("abs", ABS_STMT.replace("(x: int)", "(x: nat)") + "{\n  y := x;\n}\n", id="parameter-type-changed"),
-    C("abs", ABS_STMT.replace("Abs", "Abs2") + ABS_BODY, id="target-renamed"),
-    C("abs", "method Other()\n{\n}\n", id="target-dropped"),
-    C("abs", "module Hidden {\n" + ABS_STMT + ABS_BODY + "}\n", id="target-moved-into-module"),
-    C("abs", "class Box {\n" + ABS_STMT + ABS_BODY + "}\n", id="target-moved-into-class"),
-    C("abs", ABS_STMT.replace("method Abs", "ghost method Abs") + ABS_BODY, REFUSED, id="target-made-ghost"),
+    C("abs", ABS_STMT.replace("Abs", "Abs2") + ABS_BODY, ERROR, id="target-renamed"),
+    C("abs", "method Other()\n{\n}\n", ERROR, id="target-dropped"),
+    C("abs", "module Hidden {\n" + ABS_STMT + ABS_BODY + "}\n", ERROR, id="target-moved-into-module"),
+    C("abs", "class Box {\n" + ABS_STMT + ABS_BODY + "}\n", ERROR, id="target-moved-into-class"),
+    C("abs", ABS_STMT.replace("method Abs", "ghost method Abs") + ABS_BODY, ERROR, id="target-made-ghost"),
     C("maxf", MAXF_STMT.replace("function method", "function") + "{\n  if a >= b then a else b\n}\n",
-      id="function-method-made-ghost"),
+      ERROR, id="function-method-made-ghost"),
     C("counter", COUNTER_IMPL.replace("  method Inc()\n    modifies this\n",
                                       "  method Inc()\n    requires count == 0\n    modifies this\n"),
       id="class-method-requires-added"),
@@ -193,14 +194,14 @@ CHEATS = [
     C("sum", "module Keep {\n" + SUM_CTX + "}\nfunction Sum(s: seq<int>): int\n{\n  0\n}\n" + SUM_STMT
       + "{\n  s := 0;\n}\n", id="context-hidden-in-module"),
     # -- programs Dafny refuses by itself ----------------------------------------------------------
-    C("false", "lemma Impossible()\n  ensures false\n{\n  Impossible();\n}\n", REFUSED, id="non-terminating-recursion"),
+    C("false", "lemma Impossible()\n  ensures false\n{\n  Impossible();\n}\n", FAIL, id="non-terminating-recursion"),
     C("false", "lemma Helper()\n  requires false\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n"
-               "{\n  Helper();\n}\n", REFUSED, id="helper-requires-false"),
+               "{\n  Helper();\n}\n", FAIL, id="helper-requires-false"),
     C("false", "type Empty = x: int | false\nlemma Helper(e: Empty)\n  ensures false\n{\n}\n"
-               "lemma Impossible()\n  ensures false\n{\n  var e: Empty :| true;\n  Helper(e);\n}\n", REFUSED,
+               "lemma Impossible()\n  ensures false\n{\n  var e: Empty :| true;\n  Helper(e);\n}\n", FAIL,
       id="empty-subset-type"),
-    C("false", "lemma Impossible()\n  ensures false\n{\n  var x: int :| x != x;\n}\n", REFUSED, id="such-that-false"),
-    C("false", "lemma Impossible()\n  ensures false\n{\n  \u0430ssume false;\n}\n", REFUSED, id="homoglyph-assume"),
+    C("false", "lemma Impossible()\n  ensures false\n{\n  var x: int :| x != x;\n}\n", FAIL, id="such-that-false"),
+    C("false", "lemma Impossible()\n  ensures false\n{\n  \u0430ssume false;\n}\n", ERROR, id="homoglyph-assume"),
     # -- issue 12: every kind without a body, and line ends (tests/test_dafny_trust.py has the rest) ------
     C("abs", "iterator It() yields (x: int)\n  ensures false\n  yield ensures false\n" + ABS_STMT
       + "{\n  var g := new It();\n  var more := g.MoveNext();\n}\n", id="bodyless-iterator"),
@@ -214,12 +215,11 @@ CHEATS = [
 ]
 
 
-@pytest.mark.parametrize(("task", "program", "allowed"), CHEATS)
-def test_cheat_is_refused(task: str, program: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("task", "program", "verdict"), CHEATS)
+def test_cheat_is_refused(task: str, program: str, verdict: Verdict) -> None:
     verifier = dafny_verifier("always")
     result = verifier.check(TASKS[task], program)
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
-    assert result.verdict is not Verdict.OK
+    assert result.verdict is verdict, (result.verdict, result.reasons, result.messages)
 
 
 def test_at_least_thirty_distinct_cheats() -> None:
@@ -229,8 +229,8 @@ def test_at_least_thirty_distinct_cheats() -> None:
     assert len(set(p.values[1] for p in CHEATS)) == len(CHEATS)  # distinct programs
 
 
-def test_rlimit_trap_is_refused_even_without_the_attribute_ban() -> None:
-    """Second layer: with the ban bypassed, the dropped obligation still breaks the one-to-one count."""
+def test_rlimit_trap_is_refused_by_the_count() -> None:
+    """Why {:rlimit} can be harmless (issue 26): an obligation z3 drops under it breaks the one-to-one count."""
     from proofgym.envs.verifiers.dafny.integrity import pair_implementations, parse_symbols
 
     symbols = parse_symbols('SYMBOLS_START [{"SymbolType": "Method", "Module": "_module", "ParentClass": "_default", '
@@ -242,15 +242,13 @@ def test_rlimit_trap_is_refused_even_without_the_attribute_ban() -> None:
     assert reasons == ["Helper was not verified (its obligation was dropped)"]
 
 
-def test_rlimit_trap_end_to_end_with_the_ban_lifted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With {:rlimit} allowed on purpose, z3 gives up on the helper: never OK (the server dies on it
-    with the pinned z3, and the fresh CLI run that replaces it reports the failure)."""
-    from proofgym.envs.verifiers.dafny import integrity as dafny_integrity
-
-    monkeypatch.setattr(dafny_integrity, "ALLOWED_ATTRIBUTES", dafny_integrity.ALLOWED_ATTRIBUTES | {"rlimit"})
+def test_rlimit_trap_end_to_end_is_fail() -> None:
+    """{:rlimit} is a harmless limit in the attribute table (it was CHEATING): z3 gives up on the false helper and the
+    target is FAIL, never OK (the server dies on it with the pinned z3; the fresh CLI run that replaces it reports
+    the failure). The rlimit-trap row of CHEATS pins the same verdict through the audited verifier."""
     program = "lemma {:rlimit 1} Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n{\n  Helper();\n}\n"
     result = dafny_verifier().check(FALSE, program)
-    assert result.verdict is not Verdict.OK and "rlimit" not in " ".join(result.reasons)
+    assert result.verdict is Verdict.FAIL and "rlimit" not in " ".join(result.reasons), result
 
 
 def test_ten_errors_is_not_zero_errors() -> None:

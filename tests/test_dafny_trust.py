@@ -22,9 +22,8 @@ from tests.test_dafny_common import dafny_verifier, dtask, requires_dafny
 pytestmark = [pytest.mark.prover, requires_dafny]
 
 NL: dict[str, Task] = {t.id.removeprefix("dafny.nl."): t for t in build_tasks()}
-# Cheats Dafny itself refuses (they do not resolve or verify): any refusal, never OK.
-REFUSED = frozenset({Verdict.CHEATING, Verdict.FAIL, Verdict.ERROR})
-CHEATING = frozenset({Verdict.CHEATING})
+# Each row pins the one verdict the real Dafny gives (issue 26: a set of verdicts let a cheat turn FAIL unnoticed).
+CHEATING, FAIL = Verdict.CHEATING, Verdict.FAIL
 
 
 def program(name: str, helper: str, body: str) -> str:
@@ -37,7 +36,7 @@ SUM_BODY = "  if n > 0 {\n    SumToFormula(n - 1);\n  }\n"
 ITERATOR = "iterator It() yields (x: int)\n  yield ensures false\n  ensures false\n"
 MOVE_NEXT = "  var g := new It();\n  var more := g.MoveNext();\n"
 
-# (id, task, helper, body, allowed verdicts): a helper that proves false, used by the task's target.
+# (id, task, helper, body, verdict): a helper that proves false, used by the task's target.
 BODYLESS = [
     ("iterator-abs", "abs", ITERATOR, MOVE_NEXT, CHEATING),
     ("iterator-array-sum", "array_sum", ITERATOR, MOVE_NEXT, CHEATING),
@@ -68,7 +67,7 @@ BODYLESS = [
     ("trait-function-left-abstract", "fib_base", "trait T {\n  function F(): int\n    ensures F() == 1 && F() == 2\n}\n",
      "  var t: T :| true;\n  var x := t.F();\n", CHEATING),
     ("trait-static-lemma", "sum_to_lemma", "trait T {\n  static lemma L()\n    ensures false\n}\n", "  T.L();\n",
-     REFUSED),
+     CHEATING),
     ("abstract-module-refined-without-body", "sum_to_lemma",
      "abstract module A {\n  lemma L()\n    ensures false\n}\nmodule B refines A {\n}\n", "  B.L();\n", CHEATING),
     ("concrete-module-refined-with-call", "fib_base",
@@ -80,11 +79,11 @@ BODYLESS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "helper", "body", "allowed"), [pytest.param(*c[1:], id=c[0]) for c in BODYLESS])
-def test_every_bodyless_kind_is_refused(name: str, helper: str, body: str, allowed: frozenset[Verdict]) -> None:
+@pytest.mark.parametrize(("name", "helper", "body", "verdict"), [pytest.param(*c[1:], id=c[0]) for c in BODYLESS])
+def test_every_bodyless_kind_is_refused(name: str, helper: str, body: str, verdict: Verdict) -> None:
     # No audit: the sampled audit must not be what saves the verdict (it runs on 5% of OKs).
     result = dafny_verifier().check(NL[name], program(name, helper, body), audit=False)
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is verdict, (result.verdict, result.reasons, result.messages)
 
 
 def test_bodyless_iterator_gets_ok_from_dafny_itself() -> None:
@@ -177,9 +176,7 @@ TRUSTED_CHEATS = [
 @pytest.mark.parametrize(("helper", "body"), [pytest.param(*c[1:], id=c[0]) for c in TRUSTED_CHEATS])
 def test_trusted_context_does_not_lift_the_rule_for_the_submission(task: Task, helper: str, body: str) -> None:
     result = dafny_verifier().check(task, trusted_program(task, helper, body), audit=False)
-    assert result.verdict in REFUSED, (result.verdict, result.reasons, result.messages)
-    if "class Secret" not in helper:  # that one Dafny itself refuses (a duplicate name)
-        assert result.verdict is Verdict.CHEATING, (result.reasons, result.messages)
+    assert result.verdict is Verdict.CHEATING, (result.verdict, result.reasons, result.messages)
 
 
 @pytest.mark.parametrize("task", [TRUSTED, ASSUMING], ids=["axiom-context", "assume-context"])
@@ -301,12 +298,12 @@ def test_abstract_members_with_implementations_are_ok(name: str, helper: str, bo
 OBLIGATION_CHEATS = [
     # The implementation does not verify: never OK (Dafny's override and refinement checks).
     ("trait-implementation-wrong", "abs", TRAIT.replace("    m := Weight(x);\n", "    m := -1;\n"),
-     "  var n := new AbsNorm;\n  y := n.Weight(x);\n", REFUSED),
+     "  var n := new AbsNorm;\n  y := n.Weight(x);\n", FAIL),
     ("trait-implementation-weakens-the-contract", "abs", TRAIT.replace(
         "    ensures m >= 0\n  {\n    m := Weight(x);", "  {\n    m := -1;"),
-     "  var n: Norm := new AbsNorm;\n  var m := n.Measure(x);\n  y := if m < 0 then 0 else x;\n", REFUSED),
+     "  var n: Norm := new AbsNorm;\n  var m := n.Measure(x);\n  y := if m < 0 then 0 else x;\n", FAIL),
     ("refinement-body-wrong", "sum_to_lemma", ARITH.replace("    2 * n\n", "    3 * n\n"),
-     "  ArithImpl.Quadruple(n);\n" + SUM_BODY, REFUSED),
+     "  ArithImpl.Quadruple(n);\n" + SUM_BODY, FAIL),
     # Left abstract: no class implements the trait, no module refines the abstract one.
     ("trait-left-abstract-with-an-unrelated-class", "sum_to_lemma",
      "trait T {\n  lemma L()\n    ensures false\n}\nclass C {\n  lemma L()\n    ensures true\n  {\n  }\n}\n",
@@ -321,12 +318,11 @@ OBLIGATION_CHEATS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "helper", "body", "allowed"),
+@pytest.mark.parametrize(("name", "helper", "body", "verdict"),
                          [pytest.param(*c[1:], id=c[0]) for c in OBLIGATION_CHEATS])
-def test_abstract_members_left_abstract_are_refused(name: str, helper: str, body: str,
-                                                    allowed: frozenset[Verdict]) -> None:
+def test_abstract_members_left_abstract_are_refused(name: str, helper: str, body: str, verdict: Verdict) -> None:
     result = dafny_verifier().check(NL[name], program(name, helper, body), audit=False)
-    assert result.verdict in allowed, (result.verdict, result.reasons, result.messages)
+    assert result.verdict is verdict, (result.verdict, result.reasons, result.messages)
 
 
 # -- honest helpers Dafny has nothing to prove in ---------------------------------------------

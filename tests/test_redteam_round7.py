@@ -290,8 +290,9 @@ def test_left_out_reads_the_declared_name_past_attributes_and_modifiers():
 # statement's two clauses ``ensures A`` ``ensures B`` (or the reverse), were CHEATING ('ensures changed from the
 # statement'), though they are the same contract. Clauses now compare conjunct by conjunct, each without
 # parentheses around the whole of it; a clause is split at ``&&`` only where nothing at its top level binds looser
-# (``==>``, ``<==>``, ``||``) or opens a binder (``forall``, ``var``, ``if``, ``match``...). Everything else is
-# compared as written, as before (redundant inner parentheses stay a change: fail closed).
+# (``==>``, ``<==>``, ``||``) or opens a binder (``forall``, ``var``, ``if``, ``match``...). Issue 26 went further
+# (envs/verifiers/dafny/contract.py): binders renamed consistently, ``&&``/``||`` in any order or grouping and redundant
+# parentheses are the same contract too; a difference is CHEATING only where it is shown weaker, else ERROR.
 
 ABS_H = "method Abs(x: int) returns (y: int)\n"
 
@@ -308,18 +309,23 @@ def _false_task():
     return dtask("rt7.false", "lemma Impossible()\n  ensures false\n")
 
 
-def _split(text: str) -> list[str]:
-    from proofgym.envs.verifiers.dafny.integrity import clause_conjuncts
+def _split(text: str) -> list:
+    # Since issue 26 the clauses compare in envs/verifiers/dafny/contract.py (canonical conjuncts, not token lists).
+    from proofgym.envs.verifiers.dafny.contract import conjuncts
     from proofgym.envs.verifiers.dafny.lexer import tokenize
 
-    return [" ".join(c) for c in clause_conjuncts(tuple(t.text for t in tokenize(text)))]
+    return conjuncts([tuple(t.text for t in tokenize(text))], {})
+
+
+def _same(a: list, b: list) -> bool:
+    return sorted(map(repr, a)) == sorted(map(repr, b))  # conjuncts compare as multisets
 
 
 def test_clause_conjuncts_split_only_where_and_means_two_clauses():
-    assert _split("(y >= 0)") == ["y >= 0"]
-    assert _split("y >= 0 && (y == x || y == -x)") == ["y >= 0", "y == x || y == - x"]
-    assert _split("((A)) && ((B && C))") == ["A", "B", "C"]
-    assert _split("|s| > 0 && v == old(v)") == ["| s | > 0", "v == old ( v )"]
+    assert _split("(y >= 0)") == _split("y >= 0") and len(_split("y >= 0")) == 1
+    assert _same(_split("y >= 0 && (y == x || y == -x)"), _split("y >= 0") + _split("y == x || y == -x"))
+    assert _same(_split("((A)) && ((B && C))"), _split("A") + _split("B") + _split("C"))
+    assert _same(_split("|s| > 0 && v == old(v)"), _split("|s| > 0") + _split("v == old(v)"))
     for whole in ["A && B ==> C", "A && B <==> C", "C <== A && B", "forall i :: A && B", "exists i :: A && B",
                   "if b then A else B && C", "var z := 1; z > 0 && y > 0", "(A) && (B) || C", "A &&",
                   "match x case 0 => A && B case _ => C", "x :| A && B", "set i | A && B"]:
@@ -331,6 +337,8 @@ HONEST_CLAUSES = {
     "merged-ensures": ABS_H + "  ensures y >= 0 && (y == x || y == -x)\n" + ABS_BODY,
     "merged-parenthesised": ABS_H + "  ensures (y >= 0 && (y == x || y == -x))\n" + ABS_BODY,
     "merged-plus-extra": ABS_H + "  ensures y >= 0 && (y == x || y == -x) && y * y == x * x\n" + ABS_BODY,
+    # Issue 26: redundant inner parentheses were CHEATING ('ensures changed'); the contract is the same.
+    "inner-parentheses": ABS_H + "  ensures y >= 0\n  ensures (y == x) || (y == -x)\n" + ABS_BODY,
 }
 
 
@@ -348,10 +356,6 @@ CLAUSE_CHEATS = {
     "parenthesised-or-true": ("abs", ABS_H + "  ensures (y >= 0) || true\n  ensures y == x || y == -x\n" + ABS_BODY),
     "requires-added-as-conjunct": ("abs", ABS_H + "  requires x > 0 && x < 5\n  ensures y >= 0\n"
                                           "  ensures y == x || y == -x\n" + ABS_BODY),
-    "merged-under-forall": ("abs", ABS_H + "  ensures forall k :: k == 0 ==> y >= 0 && (y == x || y == -x)\n"
-                                   + ABS_BODY),
-    "inner-parentheses-still-a-change": ("abs", ABS_H + "  ensures y >= 0\n  ensures (y == x) || (y == -x)\n"
-                                                + ABS_BODY),
     "false-as-parenthesised-true": ("false", "lemma Impossible()\n  ensures (true)\n{\n}\n"),
     "false-or-true": ("false", "lemma Impossible()\n  ensures (false || true)\n{\n}\n"),
 }
@@ -362,6 +366,15 @@ CLAUSE_CHEATS = {
 def test_a_changed_contract_is_still_cheating(task: str, program: str):
     result = _dafny(_abs_task() if task == "abs" else _false_task(), program)
     assert result.verdict is Verdict.CHEATING, result
+
+
+@pytest.mark.prover
+def test_an_equivalent_contract_not_shown_weaker_is_error():
+    """Issue 26: ``forall k :: k == 0 ==> A && B`` for ``A`` ``B`` means the same but is not shown weaker (proofgym
+    does not reason about quantifiers): ERROR "keep the task's header as written", not CHEATING as before."""
+    program = ABS_H + "  ensures forall k :: k == 0 ==> y >= 0 && (y == x || y == -x)\n" + ABS_BODY
+    result = _dafny(_abs_task(), program)
+    assert result.verdict is Verdict.ERROR and "keep the task's header as written" in result.reasons[0], result
 
 
 # ---------------------------------------------------------------------------------------------

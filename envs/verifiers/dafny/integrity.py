@@ -4,9 +4,9 @@ A task's ``statement`` holds the headers (signature + ``requires``/``ensures``/`
 ``reads``) of what the submission must implement; its ``context`` holds code the submission
 must keep. The submission is the whole program. Rules, and where each one is decided:
 
-* **Banned constructs** (text, by tokens, outside the kept context): ``assume``, attributes not
-  on :data:`ALLOWED_ATTRIBUTES` (``{:verify false}``, ``{ :verify false }``, ``{:axiom}``,
-  ``{:extern}``, ``{:rlimit N}``, ``{:timeLimit N}``...) unless the task itself uses them,
+* **Banned constructs** (text, by tokens, outside the kept context): ``assume``, attributes whose row in
+  :data:`ATTRIBUTE_RULES` (judged by name and argument) says they can make an unproved statement pass
+  (``{:verify false}``, ``{ :verify false }``, ``{:axiom}``, ``{:extern}``...) unless the task itself uses them,
   ``include``, and multi-line verbatim strings (Dafny echoes program text in tooltips; a raw newline there could
   forge a trace line).
 * **What has a body** comes from Dafny: the DafnyServer ``symbols`` answer gives every method,
@@ -18,12 +18,14 @@ must keep. The submission is the whole program. Rules, and where each one is dec
   Dafny reports a refining module's members without their body's end). An iterator's synthesised
   members are judged with the iterator. What cannot be placed or classified is refused.
 * **Anchoring**: each statement declaration must exist in the submission, same module, class and
-  name, same kind, and its header must be unchanged token for token (whitespace, comments and
-  attributes aside; clauses in any order, compared conjunct by conjunct (:func:`clause_conjuncts`); extra
-  ``ensures`` and changed ``decreases`` are allowed:
-  they only make the contract stronger or re-prove termination), and no ``decreases *`` in it. For methods and lemmas, Dafny's own printed
-  ``requires``/``ensures`` lists are compared too. Functions with bodies in the statement, and
-  every top-level declaration of the context, must appear verbatim.
+  name, same kind, and its header must be the statement's contract (:mod:`~proofgym.envs.verifiers.dafny.contract`:
+  compared modulo attributes, comments, whitespace, binders renamed consistently, ``&&``/``||`` order and grouping,
+  redundant parentheses, clauses in any order, conjunct by conjunct; extra ``ensures`` and changed ``decreases`` are
+  allowed: they only make the contract stronger or re-prove termination). A contract shown weaker (an ``ensures``
+  dropped or weakened, a ``requires`` added or strengthened, a type changed, more ``modifies``, ``decreases *``) is
+  CHEATING; any other difference, a missing target and a changed kind are ERROR ("keep the task's header as
+  written"). For methods and lemmas, Dafny's own printed ``requires``/``ensures`` lists are compared too. Functions
+  with bodies in the statement, and every top-level declaration of the context, must appear verbatim.
 * **What verified** (see :func:`expected_implementations`): every implementation in the trace
   must be ``verified``, and the verified ``Impl$$`` implementations must pair one-to-one with the
   declarations that have bodies -- the ``{:rlimit}`` trap drops an obligation silently, and only
@@ -37,7 +39,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
+from proofgym.envs.verifiers.dafny.contract import compare_header, compare_printed, parse_signature
 from proofgym.envs.verifiers.dafny.lexer import (
     CLAUSE_KEYWORDS,
     DECL_KEYWORDS,
@@ -51,7 +55,10 @@ from proofgym.envs.verifiers.dafny.lexer import (
 
 __all__ = [
     "ALLOWED_ATTRIBUTES",
+    "ATTRIBUTE_RULES",
     "Anchor",
+    "AttributeClass",
+    "AttributeRule",
     "DeclView",
     "Symbol",
     "banned_constructs",
@@ -59,37 +66,107 @@ __all__ = [
     "check_anchoring",
     "declaration_views",
     "expected_implementations",
+    "judge_attribute",
     "parse_symbols",
 ]
 
-#: Attributes that cannot turn a check off or weaken a contract (triggers, induction, fuel, opacity...).
-ALLOWED_ATTRIBUTES = frozenset({
-    "trigger", "induction", "opaque", "fuel", "autotriggers", "nowarn", "tailrecursion", "abstemious",
-    "nativeType", "compile", "split_here", "inductionTrigger", "matchingloop", "warnShadowing",
-})
+class AttributeClass(Enum):
+    """The three classes of an attribute (the README's principle): what decides its verdict."""
 
-#: Why the attributes that are known to be dangerous are refused (others: "not on the allow-list").
-_ATTRIBUTE_REASONS = {
-    "verify": "turns verification off",
-    "axiom": "declares an unproved axiom",
-    "extern": "declares an unverified external body",
-    "imported": "marks a declaration as trusted",
-    "rlimit": "sets a resource limit (z3 drops the obligation: the {:rlimit} trap)",
-    "timeLimit": "changes the time limit",
-    "timeLimitMultiplier": "changes the time limit",
-    "autoReq": "generates preconditions (weakens the contract)",
-    "autocontracts": "rewrites contracts",
-    "focus": "verifies only part of the paths",
-    "selective_checking": "assumes unchecked assertions",
-    "start_checking_here": "assumes earlier assertions",
-    "error": "rewrites verifier messages",
-    "print": "has effects outside verification",
-    "vcs_split_on_every_assert": "changes the verifier's options",
-    "prover": "changes the verifier's options",
-    "options": "changes Dafny's options (/noCheating:0 would turn the check of assumptions off)",
-    "termination": "assumes termination (a trait's {:termination false})",
-    "assumption": "declares an assumption variable (what is assigned to it is assumed)",
-}
+    HARMLESS = "harmless"  # weakens nothing: the program is checked with it
+    CHEATING = "cheating"  # can make an unproved statement pass: CHEATING, with the row's reason
+    UNKNOWN = "unknown"  # no row matches (name or argument): ERROR, "remove the attribute"
+
+
+@dataclass(frozen=True)
+class AttributeRule:
+    """One row of :data:`ATTRIBUTE_RULES`: an attribute name, the arguments the row covers, its class and why.
+
+    ``arguments`` is a regular expression matched (fullmatch) against the argument tokens joined by one space
+    (``{:verify false}``: ``"false"``; ``{:fuel F, 2}``: ``"F , 2"``; no argument: ``""``). The reason is the one
+    text the verdict cites, so a reason cannot contradict its construct.
+    """
+
+    name: str
+    arguments: str
+    cls: AttributeClass
+    reason: str
+
+
+_H, _C = AttributeClass.HARMLESS, AttributeClass.CHEATING
+_ANY = r".*"
+_NUMBER = r"[0-9][0-9_]*"
+_SPLIT = "splits verification conditions (every part is still proved)"
+_LIMIT = ("a time or resource limit: it can only make verification fail, never pass (an obligation z3 gives up on "
+          "is reported, and the one-to-one count of verified implementations catches one that goes missing)")
+
+#: Every attribute proofgym has judged, in one table: the first row whose name and arguments match decides.
+#: Checked on Dafny 2.3 (tests/test_dafny_attributes.py): each harmless row parses and leaves a failing proof failing;
+#: each cheating row's reason is what Dafny 2.3 was seen to do with it. An attribute that no row matches is ERROR.
+ATTRIBUTE_RULES: tuple[AttributeRule, ...] = (
+    # -- harmless: hints, splitting, limits, printing, compilation ------------------------------------------
+    AttributeRule("verify", r"true", _H, "asks for verification, which is the default"),
+    AttributeRule("trigger", _ANY, _H, "a quantifier trigger (a hint to z3; it cannot prove anything)"),
+    AttributeRule("induction", _ANY, _H, "chooses induction variables (a hint; the induction is still proved)"),
+    AttributeRule("inductionTrigger", _ANY, _H, "a trigger for induction (a hint)"),
+    AttributeRule("fuel", _ANY, _H, "how far a function is unfolded (a hint)"),
+    AttributeRule("opaque", r"", _H, "hides a function's body until revealed (only makes proofs harder)"),
+    AttributeRule("autotriggers", _ANY, _H, "switches automatic triggers (a hint)"),
+    AttributeRule("matchingloop", _ANY, _H, "accepts a trigger that may loop (a hint)"),
+    AttributeRule("nowarn", _ANY, _H, "silences a warning"),
+    AttributeRule("warnShadowing", _ANY, _H, "asks for shadowing warnings"),
+    AttributeRule("tailrecursion", _ANY, _H, "asks the compiler for a loop (compilation only)"),
+    AttributeRule("abstemious", _ANY, _H, "a co-recursion annotation (checked by Dafny)"),
+    AttributeRule("nativeType", _ANY, _H, "a newtype's native representation (compilation only)"),
+    AttributeRule("compile", _ANY, _H, "whether to compile a declaration (compilation only)"),
+    AttributeRule("main", r"", _H, "marks the entry point for compilation (verification ignores it)"),
+    AttributeRule("print", r"", _H, "marks a method that prints (an effect outside verification)"),
+    AttributeRule("priority", _NUMBER, _H, "the order in which implementations are verified"),
+    AttributeRule("split_here", r"", _H, _SPLIT),
+    AttributeRule("vcs_split_on_every_assert", r"", _H, _SPLIT),
+    AttributeRule("vcs_max_splits", _NUMBER, _H, _SPLIT),
+    AttributeRule("vcs_max_cost", _NUMBER, _H, _SPLIT),
+    AttributeRule("vcs_max_keep_going_splits", _NUMBER, _H, _SPLIT),
+    AttributeRule("timeLimit", _NUMBER, _H, _LIMIT),
+    AttributeRule("timeLimitMultiplier", _NUMBER, _H, _LIMIT),
+    AttributeRule("rlimit", _NUMBER, _H, _LIMIT),
+    # -- cheating: each can make an unproved statement pass ------------------------------------------------
+    AttributeRule("verify", r"false", _C, "turns verification of the declaration off (its body is never checked)"),
+    AttributeRule("axiom", _ANY, _C, "lets a declaration without a body through /noCheating:1 (its contract is "
+                                     "assumed, never proved)"),
+    AttributeRule("extern", _ANY, _C, "declares an external implementation: Dafny 2.3 does not check its body against "
+                                      "its contract (a wrong body verifies) and accepts it without a body"),
+    AttributeRule("imported", _ANY, _C, "lets a declaration without a body through /noCheating:1 (Dafny trusts it "
+                                        "as imported)"),
+    AttributeRule("selective_checking", _ANY, _C, "with {:start_checking_here}, assumes every assertion before it "
+                                                  "(ensures false verifies)"),
+    AttributeRule("start_checking_here", _ANY, _C, "assumes every assertion before it (with {:selective_checking})"),
+    AttributeRule("options", _ANY, _C, "changes Dafny's options (/noCheating:0 turns the check of assumptions off)"),
+    AttributeRule("termination", r"false", _C, "skips termination checks (a trait's {:termination false})"),
+    AttributeRule("assumption", _ANY, _C, "declares an assumption variable (what is assigned to it is assumed)"),
+    AttributeRule("autocontracts", _ANY, _C, "adds preconditions (requires Valid()) and frames to a class's methods: "
+                                             "a weaker contract than the one written"),
+    AttributeRule("error", _ANY, _C, "replaces the message of a failing check with program text (forged output)"),
+)
+
+
+def attribute_arguments(tokens: Sequence[Token], start: int, end: int) -> str:
+    """The argument tokens of the attribute ``tokens[start..end]`` (``{`` ``:`` name ... ``}``), joined by a space."""
+    return " ".join(t.text for t in tokens[start + 3:end])
+
+
+def judge_attribute(name: str, arguments: str) -> AttributeRule | None:
+    """The row of :data:`ATTRIBUTE_RULES` for ``{:name arguments}``; ``None`` (unknown: ERROR) when no row matches."""
+    return next((r for r in ATTRIBUTE_RULES if r.name == name and re.fullmatch(r.arguments, arguments)), None)
+
+
+_SHOWN_ARGUMENTS = {"": "", _ANY: "", _NUMBER: " N"}
+_HARMLESS_LIST = ", ".join(sorted({f"{{:{r.name}{_SHOWN_ARGUMENTS.get(r.arguments, ' ' + r.arguments)}}}"
+                                   for r in ATTRIBUTE_RULES if r.cls is _H}, key=str.lower))
+
+#: The names with a harmless row for every argument (kept for callers of the old allow-list; the table decides).
+ALLOWED_ATTRIBUTES = frozenset(r.name for r in ATTRIBUTE_RULES if r.cls is _H and r.arguments == _ANY)
+
 
 #: Words that may precede a declaration's name (its kind and modifiers).
 KIND_WORDS = frozenset({
@@ -433,7 +510,8 @@ class Anchor:
     allow_decreases_star: bool = False
     trusted_assumptions: bool = False  # the context itself has assumptions (bodyless contracts, assume, axioms)
     declared: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)  # keys the task declares
-    task_attributes: frozenset[str] = field(default_factory=frozenset)  # attributes the task itself uses
+    # Attributes the task itself uses, (name, arguments): the submission may use them as the task does.
+    task_attributes: frozenset[tuple[str, str]] = field(default_factory=frozenset)
     # The context has assumptions that no {:axiom} mark can carry through /noCheating:1 (an ``assume``
     # statement, a loop or forall statement without a body): only then does the check run without it.
     unmarkable_assumptions: bool = False
@@ -503,10 +581,11 @@ def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
     star = any(t.text == "decreases" and k + 1 < len(tokens) and tokens[k + 1].text == "*"
                for k, t in enumerate(tokens))
     assumes = bool(allowed_bodyless) or any(t.text == "assume" for t in ctx_tokens) or any(
-        name not in ALLOWED_ATTRIBUTES for name, _, _ in attribute_spans(ctx_tokens))
+        (rule := judge_attribute(name, attribute_arguments(ctx_tokens, a, b))) is None
+        or rule.cls is not AttributeClass.HARMLESS for name, a, b in attribute_spans(ctx_tokens))
     declared = frozenset(sym.key for sym in symbols if sym.kind in MEMBER_KINDS + ("Field",)
                          and locate(index, sym, symbols) is not None or sym.kind == "Field")
-    task_attributes = frozenset(name for name, _, _ in attribute_spans(tokens))
+    task_attributes = frozenset((name, attribute_arguments(tokens, a, b)) for name, a, b in attribute_spans(tokens))
     unmarkable = any(t.kind == "ident" and t.text == "assume" for t in ctx_tokens)
     return Anchor(tuple(targets), tuple(verbatim), tuple(member_verbatim), frozenset(allowed_bodyless), star,
                   assumes, declared, task_attributes, unmarkable, frozenset(type_and_constructor_names(tokens)))
@@ -607,16 +686,24 @@ _DECLARING = DECL_KEYWORDS | {"=", "|"}
 def left_out(anchor: Anchor, tokens: Sequence[Token], missing: Sequence[str]) -> list[str]:
     """Of the ``missing`` verbatim declarations (labels from :func:`trusted_ranges`), those the submission left out
     altogether: their name is declared nowhere in it (no declaration keyword, attribute or constructor bar before
-    it, in any module or class). Such a program cannot resolve, or does not use the declaration, so it is no attempt
-    to change the task's context: an honest slip (the model sent its code without the context), ERROR. A missing
-    declaration whose name the submission declares again is a changed or moved context: CHEATING, as before.
+    it, in any module or class), or the whole program is wrapped in a module. Such a program cannot resolve, or does
+    not use the declaration, so it is no attempt to change the task's context: an honest slip (the model sent its
+    code without the context, or inside a module), ERROR. A missing declaration whose name the submission declares
+    again is a changed or moved context: CHEATING, as before.
     """
     if not missing:
         return []
     attribute_start = {b: a for _, a, b in attribute_spans(list(tokens))}
+    # A program wrapped whole in a module (nothing at the top level but modules) holds the task's text in no place
+    # of the task's: what it declares inside is not a changed context but a misplaced program (ERROR, as its missing
+    # target is). A module beside top-level code may be opened into it: its declarations count, as before.
+    wrapped = bool(tokens) and all(
+        next((t.text for t in tokens[a:b] if t.text not in ("abstract",)), "") == "module"
+        for a, b in top_level_decls(tokens))
+    top = _depth_zero_positions(tokens)
     declared: set[str] = set()
     for k, t in enumerate(tokens):
-        if t.kind != "ident":
+        if t.kind != "ident" or (wrapped and not top[k]):
             continue
         j = k - 1
         while j in attribute_start:  # ``function {:opaque} Sum``: the keyword before the attributes
@@ -636,33 +723,42 @@ def left_out(anchor: Anchor, tokens: Sequence[Token], missing: Sequence[str]) ->
 
 
 def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]] = (),
-                      *, allowed_attributes: Iterable[str] = (), unknown: list[str] | None = None) -> list[str]:
+                      *, allowed_attributes: Iterable[str | tuple[str, str]] = (),
+                      unknown: list[str] | None = None) -> list[str]:
     """Cheats visible in the text, outside ``trusted`` token ranges. One reason per finding.
 
-    An attribute that is neither on the allow-list nor known to weaken a check (``{:main}``, a typo) is refused
-    all the same; with ``unknown`` given it is reported there instead (the caller's ERROR: proofgym cannot say
-    what it does, which is no attempt to cheat), else among the cheats.
+    Each attribute is judged by its row in :data:`ATTRIBUTE_RULES` (name and arguments): a harmless one is left
+    for Dafny to check with, a cheating one is refused with its row's reason, and one no row matches (``{:foo}``, a
+    typo, ``{:verify maybe}``) goes to ``unknown`` (the caller's ERROR: proofgym cannot say what it does, which is
+    no attempt to cheat), or among the cheats when ``unknown`` is not given. ``allowed_attributes`` are the
+    task's own: a name (any argument) or a ``(name, arguments)`` pair.
 
     ``decreases *`` is judged per declaration by :func:`check_anchoring` (it is a cheat where
     termination is required: in a target; a helper method that may not terminate cannot be called
     from a target without ``decreases *``, which Dafny refuses).
     """
-    allowed = ALLOWED_ATTRIBUTES | frozenset(allowed_attributes)
+    task_own = frozenset(allowed_attributes)
     inside = set()
     for a, b in trusted:
         inside.update(range(a, b))
     reasons: list[str] = []
-    for name, a, _ in attribute_spans(list(tokens)):
+    token_list = list(tokens)
+    for name, a, b in attribute_spans(token_list):
         if a in inside:
             continue
-        if name not in allowed:
-            why = _ATTRIBUTE_REASONS.get(name)
-            if why is None and unknown is not None:
-                unknown.append(f"attribute {{:{name}}} at line {tokens[a].line} is not one proofgym knows to be "
-                               f"harmless, so the program cannot be judged: remove it (allowed: "
-                               f"{', '.join(sorted(allowed))})")
-                continue
-            reasons.append(f"attribute {{:{name}}} at line {tokens[a].line}: {why or 'is not on the allow-list'}")
+        args = attribute_arguments(token_list, a, b)
+        if name in task_own or (name, args) in task_own:
+            continue
+        rule = judge_attribute(name, args)
+        shown = f"{{:{name}{' ' + args if args else ''}}}"
+        if rule is not None and rule.cls is AttributeClass.HARMLESS:
+            continue
+        if rule is None and unknown is not None:
+            unknown.append(f"remove the attribute {{:{name}}} (line {tokens[a].line}, written {shown}): proofgym does "
+                           f"not know it to be harmless, so the program cannot be judged (harmless: {_HARMLESS_LIST})")
+            continue
+        reasons.append(f"attribute {shown} at line {tokens[a].line}: "
+                       f"{rule.reason if rule is not None else 'is not in the attribute table'}")
     for k, t in enumerate(tokens):
         if k in inside:
             continue
@@ -678,81 +774,92 @@ def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]
 
 
 def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
-                    trusted: Sequence[tuple[int, int]]) -> list[str]:
-    """Reasons the submission breaks the anchor (empty when it keeps it); what has no body is
-    :func:`classify_declarations`'s."""
+                    trusted: Sequence[tuple[int, int]], errors: list[str] | None = None) -> list[str]:
+    """Reasons the submission breaks the anchor by weakening it (CHEATING; empty when it keeps it); what has no
+    body is :func:`classify_declarations`'s.
+
+    Differences not shown to be a weakening (:mod:`~proofgym.envs.verifiers.dafny.contract`: a dropped ``requires``,
+    a target missing or moved into a module, a changed kind...) go to ``errors`` (the caller's ERROR, "keep the task's
+    header as written"), or among the reasons when ``errors`` is not given (fail closed).
+    """
+    other: list[str] = [] if errors is None else errors
     index = _Index(tokens)
     by_key: dict[tuple[str, str, str], Symbol] = {}
     for sym in symbols:
         if sym.kind in MEMBER_KINDS + ("Field",):
             by_key.setdefault(sym.key, sym)
     reasons: list[str] = []
-    # Bodyless declarations are judged by classify_declarations. No second declaration of a name the task declares: a class member named like a context function
-    # would shadow it inside that class, and change what an unchanged header means.
+    # Bodyless declarations are judged by classify_declarations. No second declaration of a name the task declares:
+    # a class member named like a context function would shadow it inside that class, and change what an unchanged
+    # header means.
+    # Only where the task's own text is read: in a class that holds a task declaration or at the top level of its
+    # module, or anywhere once a module is opened into another. A same-named declaration in a module or class of the submission's own
+    # (a program wrapped in a module) shadows nothing of the task's.
     names = ({name for _, _, name in anchor.declared} - {"_ctor"}) | anchor.type_names
+    task_scopes = {(m, c) for m, c, _ in anchor.declared} | {(m, "_default") for m, _, _ in anchor.declared}
+    opened = any(t.kind == "ident" and t.text == "opened" for t in tokens)
     for sym in symbols:
+        if (sym.module, sym.parent or "_default") not in task_scopes and not opened:
+            continue
         if sym.kind in MEMBER_KINDS + ("Field",) and sym.name in names and sym.key not in anchor.declared:
             view = locate(index, sym, symbols) if sym.kind != "Field" else None
             if sym.kind != "Field" and view is None:
                 continue  # synthesised by Dafny
             reasons.append(f"{sym.label} redeclares the task's name '{sym.name}' (it would shadow the task's own)")
-    # Targets: present, same kind, same header.
+    # Targets: present, same kind, the same header or a weaker one (CHEATING) or another one (ERROR).
+    keep = "keep the task's header as written"
     for target in anchor.targets:
         sym = by_key.get(target.symbol.key)
         label = target.symbol.label
-        if sym is None or sym.kind != target.symbol.kind:
-            reasons.append(f"the target {label} is missing (its statement must be implemented)")
-            continue
-        view = locate(index, sym, symbols)
+        view = locate(index, sym, symbols) if sym is not None and sym.kind == target.symbol.kind else None
         if view is None:
-            reasons.append(f"the target {label} is missing (its statement must be implemented)")
+            # Not shown to be a weakening: a renamed target, or a program wrapped in a module or class, proves
+            # nothing about the task's declaration, and tells nothing either.
+            other.append(f"the target {label} is missing: implement it under its own name, where the statement "
+                         f"declares it (not renamed, not inside a module or class)")
             continue
         if not sym.has_body:
             continue  # already reported as bodyless
         if not _same_kind(view.kind_words, target.kind_words):
-            reasons.append(f"{label}: kind changed from '{' '.join(target.kind_words)}' to "
-                           f"'{' '.join(view.kind_words)}'")
+            other.append(f"{label}: kind changed from '{' '.join(target.kind_words)}' to "
+                         f"'{' '.join(view.kind_words)}' ({keep})")
             continue
         got = split_header(view.header)
         want = target.header
-        changed = []
-        # Clauses compare as multisets: their order does not change the contract. Extra ensures
-        # clauses only strengthen it; requires, modifies and reads must be exactly the statement's.
-        if got.signature != want.signature:
-            changed.append("signature")
-        # Conjuncts compare, each without parentheses around the whole of it: ``ensures (A)`` is ``ensures A``, and
-        # ``ensures A && B`` is ``ensures A ensures B`` (see clause_conjuncts; anything it cannot split stays whole).
-        if Counter(_conjuncts(got.requires)) != Counter(_conjuncts(want.requires)):
-            changed.append("requires")
-        if Counter(got.modifies) != Counter(want.modifies):
-            changed.append("modifies")
-        if Counter(got.reads) != Counter(want.reads):
-            changed.append("reads")
-        if Counter(_conjuncts(want.ensures)) - Counter(_conjuncts(got.ensures)):
-            changed.append("ensures")
-        if target.symbol.requires is not None and sym.requires is not None:
-            if Counter(_printed_conjuncts(sym.requires)) != Counter(_printed_conjuncts(target.symbol.requires)) \
-                    and "requires" not in changed:
-                changed.append("requires (as Dafny reads it)")
-        if target.symbol.ensures is not None and sym.ensures is not None:
-            if Counter(_printed_conjuncts(target.symbol.ensures)) - Counter(_printed_conjuncts(sym.ensures)) \
-                    and "ensures" not in changed:
-                changed.append("ensures (as Dafny reads it)")
+        clauses = ("requires", "ensures", "modifies", "reads")
+        found = compare_header(want.signature, got.signature, {k: getattr(want, k) for k in clauses},
+                               {k: getattr(got, k) for k in clauses})
+        weaker, changed = list(found.weaker), list(found.other)
+        # Dafny's own reading of the clauses (printed from its resolved program) is compared the same way.
+        ws, gs = parse_signature(want.signature), parse_signature(got.signature)
+        names_w, names_g = (ws.names, gs.names) if ws is not None and gs is not None else ({}, {})
+        for kind in ("requires", "ensures"):
+            printed_w, printed_g = getattr(target.symbol, kind), getattr(sym, kind)
+            if printed_w is None or printed_g is None or any(kind in c for c in weaker + changed):
+                continue
+            outcome = compare_printed(_printed_tokens(printed_w), _printed_tokens(printed_g), kind, names_w, names_g)
+            if outcome == "weaker":
+                weaker.append(f"{kind} (as Dafny reads it)")
+            elif outcome != "same":
+                changed.append(f"{kind} (as Dafny reads it)")
         if not anchor.allow_decreases_star and any(
                 tokens[k].text == "decreases" and tokens[k + 1].text == "*" for k in range(view.start, view.end - 1)):
-            changed.append("decreases * (termination is required)")
-        if changed:
-            reasons.append(f"{label}: {', '.join(changed)} changed from the statement")
+            weaker.append("decreases * (termination is required)")
+        if weaker:
+            reasons.append(f"{label}: the contract is weaker than the statement's: {', '.join(weaker)}")
+        elif changed:
+            other.append(f"{label}: {', '.join(changed)} differ from the statement's, and not by a weakening proofgym "
+                         f"can show: {keep}")
     # Members kept verbatim (fields, functions with bodies inside classes).
     for want_sym, words in anchor.member_verbatim:
         sym = by_key.get(want_sym.key)
         if sym is None:
-            reasons.append(f"{want_sym.label} from the statement is missing")
+            other.append(f"{want_sym.label} from the statement is missing: keep it as the statement writes it")
             continue
         if sym.kind == "Field":
             k = index.at.get((sym.line, sym.col))
             if k is None:
-                reasons.append(f"{want_sym.label} from the statement is missing")
+                other.append(f"{want_sym.label} from the statement is missing: keep it as the statement writes it")
                 continue
             start = _walk_back_modifiers(index, k)
             end = _header_end(index, k + 1, sym, symbols)
@@ -761,65 +868,18 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
             view = locate(index, sym, symbols)
             got_words = tuple(_strip_attributes(tokens[view.start:view.end])) if view else ()
         if got_words != words:
+            # A field's type or a member function's body is what the statement's contracts mean: changed, they
+            # can mean less.
             reasons.append(f"{want_sym.label} differs from the statement (it must be kept unchanged)")
-    return reasons
+    return reasons if errors is not None else reasons + other
 
 
-#: Tokens that, outside brackets, bind looser than ``&&`` or open a binder whose body runs to the clause's end: a
-#: clause holding one of them at depth 0 is never split at its ``&&`` (``A && B ==> C`` is ``(A && B) ==> C``,
-#: ``forall x :: A && B`` is one quantifier).
-_NO_SPLIT = frozenset({
-    "==>", "<==", "<==>", "||", "forall", "exists", "::", "if", "then", "else", "var", "match", "case", "=>", ";",
-    ":|", "set", "iset", "map", "imap", "assert", "assume", "calc", "reveal", "expect", "label", "function", "lemma",
-})
-
-
-def _unwrap(clause: tuple[str, ...]) -> tuple[str, ...]:
-    """``clause`` without parentheses around the whole of it (``( ( A ) )``: ``A``)."""
-    while len(clause) >= 2 and clause[0] == "(" and clause[-1] == ")":
-        depth = 0
-        for k, t in enumerate(clause):
-            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(t, 0)
-            if depth == 0 and k < len(clause) - 1:
-                return clause  # ``(A) && (B)``: the first parenthesis closes early
-        clause = clause[1:-1]
-    return clause
-
-
-def clause_conjuncts(clause: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The conjuncts of one ``requires``/``ensures`` clause (tokens), each unwrapped: ``(A && (B))`` gives ``A`` and
-    ``B``. Split only at a depth-0 ``&&`` of a clause with no looser operator or binder at depth 0 (:data:`_NO_SPLIT`),
-    where ``A && B`` means exactly the two clauses ``A`` and ``B``; anything else is one conjunct, as written."""
-    clause = _unwrap(clause)
-    depth = 0
-    cuts: list[int] = []
-    for k, t in enumerate(clause):
-        if t in ("(", "[", "{"):
-            depth += 1
-        elif t in (")", "]", "}"):
-            depth -= 1
-        elif depth == 0 and t in _NO_SPLIT:
-            return [clause]
-        elif depth == 0 and t == "&&":
-            cuts.append(k)
-    if not cuts or depth != 0:
-        return [clause]
-    parts = [clause[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(clause)], strict=True)]
-    if any(not p for p in parts):
-        return [clause]
-    return [c for p in parts for c in clause_conjuncts(p)]
-
-
-def _conjuncts(clauses: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    return [c for clause in clauses for c in clause_conjuncts(clause)]
-
-
-def _printed_conjuncts(clauses: Sequence[str]) -> list[tuple[str, ...]]:
-    """:func:`clause_conjuncts` of the clauses Dafny printed (text); a text that does not lex stays whole."""
+def _printed_tokens(clauses: Sequence[str]) -> list[tuple[str, ...]]:
+    """The clauses Dafny printed (text), as token lists; a text that does not lex stays whole."""
     out: list[tuple[str, ...]] = []
     for text in clauses:
         try:
-            out.extend(clause_conjuncts(tuple(t.text for t in tokenize(text))))
+            out.append(tuple(t.text for t in tokenize(text)))
         except DafnyLexError:
             out.append((text,))
     return out

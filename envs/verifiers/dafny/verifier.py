@@ -6,9 +6,11 @@ How a check runs (the README's "Dafny verifier" section says why):
    CRLF and lone CR become LF, a BOM is dropped), so the program Dafny checks and the one proofgym
    reads are the same, and a CR-only, CRLF or BOM file gets its LF twin's verdict.
 1. The submission (a whole program) is validated and cut into tokens. Cheats that Dafny would not
-   report -- ``assume``, attributes off the allow-list (``{:verify false}`` also with a space,
-   ``{:axiom}``, ``{:extern}``, ``{:rlimit N}``...), ``decreases *``, ``include`` -- are CHEATING
-   before any prover runs, as is a context declaration that is missing or changed.
+   report -- ``assume``, attributes whose row in the attribute table says they weaken a check
+   (``{:verify false}`` also with a space, ``{:axiom}``, ``{:extern}``...), ``decreases *``,
+   ``include`` -- are CHEATING before any prover runs, as is a context declaration that is changed;
+   an attribute the table does not know is ERROR ("remove the attribute"), a harmless one
+   (``{:verify true}``, ``{:split_here}``, ``{:timeLimit N}``...) is checked with.
 2. Dafny's ``symbols`` answer gives every declaration; each one is classified
    (:func:`~proofgym.envs.verifiers.dafny.integrity.classify_declarations`): a method, lemma,
    constructor, function, predicate or iterator without a body is CHEATING unless it is the task's
@@ -363,8 +365,8 @@ class DafnyVerifier(ProverVerifier):
         if not absent:
             return result
         missing = tuple(f"the program leaves out the task's declaration '{m} ...': the whole program must hold the "
-                        "task's context (and the statement's declarations with bodies) verbatim, so copy it "
-                        "unchanged above your code" for m in absent)
+                        "task's context (and the statement's declarations with bodies) verbatim at its top level "
+                        "(not inside a module), so copy it unchanged above your code" for m in absent)
         return replace(result, verdict=Verdict.ERROR, reasons=missing + tuple(
             r for r in result.reasons if result.verdict is not Verdict.OK),
             error_category=result.error_category if result.verdict is Verdict.ERROR else ErrorCategory.TYPE_ERROR)
@@ -474,7 +476,8 @@ class DafnyVerifier(ProverVerifier):
 
         if symbols is None or decls is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
                 errors and not out.outcomes):
-            reasons = check_anchoring(anchor, tokens, symbols, trusted) + list(decls.cheats) if symbols and decls else []
+            reasons = check_anchoring(anchor, tokens, symbols, trusted, []) + list(decls.cheats) \
+                if symbols and decls else []
             # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
             reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
                         for d in errors if "must have a body" in d.message and d.line not in trusted_lines]
@@ -485,7 +488,8 @@ class DafnyVerifier(ProverVerifier):
             return CheckResult(Verdict.ERROR, (f"{len(errors)} {category.value} diagnostic(s): the program does "
                                                f"not {'parse' if category is ErrorCategory.PARSE_ERROR else 'resolve'}",),
                                messages, error_category=category, backend=backend, cpu_s=run.cpu_s)
-        reasons = check_anchoring(anchor, tokens, symbols, trusted) + list(decls.cheats)
+        header_errors: list[str] = []
+        reasons = check_anchoring(anchor, tokens, symbols, trusted, header_errors) + list(decls.cheats)
         for d in out.warnings:
             if _BODYLESS_WARNING_RE.search(d.message) and d.line not in trusted_lines:
                 reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
@@ -494,6 +498,10 @@ class DafnyVerifier(ProverVerifier):
             reasons += boogie_findings(view, decls)
         if reasons:
             return cheating(reasons)
+        if header_errors:
+            # A header that differs from the statement's, but not by a weakening: no reward, and what to change.
+            return CheckResult(Verdict.ERROR, tuple(header_errors[:5]), messages, error_category=ErrorCategory.UNKNOWN,
+                               backend=backend, cpu_s=run.cpu_s)
         if decls.unplaced:
             # Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted.
             return CheckResult(Verdict.ERROR, tuple(f"proofgym cannot place {u} in the program text or classify it, "
