@@ -326,12 +326,13 @@ def test_ltac_self_recursion_is_refused_and_session_recovers(coq_verifier) -> No
 
 
 def test_memory_bomb_is_refused_and_session_recovers(coq_verifier) -> None:
-    task = _task("membomb", "Lemma membomb_goal : 1 = 2.", timeout_s=5)
-    start = time.monotonic()
+    # A budget far above the time the bomb takes to exhaust the sandbox's address space (about 19 s here), so the
+    # verdict is the memory limit's, one verdict on any machine (with 5 s it was TIMEOUT or FAIL by machine speed);
+    # a bomb that outruns its budget is the loop test's TIMEOUT above.
+    task = _task("membomb", "Lemma membomb_goal : 1 = 2.", timeout_s=300)
     result = coq_verifier.check(
         task, "Proof. let x := eval vm_compute in (Nat.pow 2 100000000) in idtac. Qed.")
-    assert result.verdict in (Verdict.FAIL, Verdict.TIMEOUT), result
-    assert time.monotonic() - start < 5 + 15
+    assert result.verdict is Verdict.FAIL, result
     assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
 
 
