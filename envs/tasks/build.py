@@ -31,24 +31,25 @@ def exclusion_reason(verdict: str, reasons: Sequence[str] = ()) -> str:
     construction, so a refusal says what it relies on that the task does not allow, never "CHEATING".
 
     >>> exclusion_reason("CHEATING", ["relies on axiom A outside the allow-list"])
-    'relies on what the task does not allow (relies on axiom A outside the allow-list)'
+    'excluded: relies on what the task does not allow (relies on axiom A outside the allow-list)'
     >>> exclusion_reason("TIMEOUT", ["no verdict within timeout_s=10"])
-    'reference proof TIMEOUT (no verdict within timeout_s=10)'
+    'excluded: reference proof TIMEOUT (no verdict within timeout_s=10)'
     """
     detail = "; ".join(r for r in reasons if r)[:300]
     head = _RELIES if verdict == "CHEATING" else f"reference proof {verdict}"
-    return f"{head} ({detail})" if detail else head
+    return f"excluded: {head} ({detail})" if detail else f"excluded: {head}"
 
 
 _RELIES = "relies on what the task does not allow"
 
 
 def exclusion_key(reason: str) -> str:
-    """The group an exclusion is counted under in a report's summary: an :func:`exclusion_reason` (also after an
-    ``audit: `` prefix) without its detail; any other reason as it is."""
-    bare = reason.removeprefix("audit: ")
-    if bare.startswith((_RELIES, "reference proof ")):
-        return reason.split(" (", 1)[0]
+    """The group an exclusion is counted under in a report's summary (whose lines say "excluded N:" already): an
+    :func:`exclusion_reason` (also after an ``audit: `` prefix) without its ``excluded:`` and its detail; any
+    other reason as it is."""
+    audit, bare = ("audit: ", reason[len("audit: "):]) if reason.startswith("audit: ") else ("", reason)
+    if bare.startswith("excluded: "):
+        return audit + bare[len("excluded: "):].split(" (", 1)[0]
     return reason
 
 
