@@ -21,6 +21,7 @@ import pytest
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.types import Verdict
 from tests.conftest import requires_coq
+from tests.test_faults import _wait_until
 from tests.test_pool import FakeVerifier, _alive, fake_task
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
@@ -154,12 +155,16 @@ def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):
     assert len({r.result.messages[0] for r in results}) == 2, "both workers should have worked"
 
 
-def test_ray_actor_killed_mid_check_is_retried_once(fake_ray_pool):
+def test_ray_actor_killed_mid_check_is_retried_once(fake_ray_pool, tmp_path):
     pool = fake_ray_pool
     info = ray.get(pool.actors("coq")[0].ready.remote())
-    future = pool.submit(fake_task(0, "kill"), "sleep:2", request_id="victim")
-    time.sleep(0.7)
+    # The fake check says when it runs (tmp_path/started) and ends when told (tmp_path/release): the actor is
+    # killed under a running check, and the retry ends only after the first attempt is gone.
+    future = pool.submit(fake_task(0, "kill"), f"hold:{tmp_path}", request_id="victim")
+    assert _wait_until(lambda: (tmp_path / "started").exists()), "the check never started on the actor"
     os.kill(info["pid"], signal.SIGKILL)
+    assert _wait_until(lambda: not _alive(info["pid"])), "the actor outlived SIGKILL"
+    (tmp_path / "release").touch()
     result = future.result(timeout=120)
     assert result.request_id == "victim" and result.verdict is Verdict.OK and result.attempts == 2
     # The restarted actor has fresh workers; the old ones died with it.
