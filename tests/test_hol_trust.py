@@ -361,6 +361,21 @@ def test_unlisted_is_error_that_says_what_is_allowed(hol, proof):
     assert any("allowed: HOL Light's tactics" in r for r in result.reasons), result.reasons
 
 
+#: A context's functions are judged by what their taint reaches: a class-1 seed makes them CHEATING, a class-3 one
+#: (a channel writer) ERROR. Both were CHEATING before issue 26.
+SEEDS_CONTEXT = ('let my_print oc = Printf.fprintf oc "x";;\n'
+                 "let my_reader f = let ic = open_in f in close_in ic;;\n")
+
+
+@pytest.mark.parametrize(("proof", "verdict", "why"), [
+    ('(ignore (my_reader "/etc/hostname"); ARITH_TAC)', Verdict.CHEATING, "opens or reads files or input"),
+    ("(ignore my_print; ARITH_TAC)", Verdict.ERROR, "(through Printf.fprintf): writes to a channel"),
+])
+def test_a_tainted_name_takes_the_class_of_what_it_reaches(hol, proof, verdict, why):
+    result = check(hol, T("1 + 1 = 2", SEEDS_CONTEXT), proof, verdict)
+    assert why in " ".join(result.reasons), result.reasons
+
+
 # ---------------------------------------------------------------------------------------------
 # fairness: the goalstack style and comments
 
