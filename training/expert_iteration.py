@@ -104,7 +104,13 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     from transformers import GenerationConfig, set_seed
     from trl import SFTTrainer
 
-    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, announce, save_model
+    from proofgym.training.callbacks import (
+        GracefulInterrupt,
+        MetricsPrinter,
+        ReleaseHostMemory,
+        announce,
+        save_model,
+    )
     from proofgym.training.data import to_dataset
     from proofgym.training.distributed import max_across_ranks, zero_stage
     from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
@@ -184,7 +190,7 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
                 adapted = hasattr(model, "peft_config")  # LoRA is added once, by the first round that trains
                 trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(rows),
                                      processing_class=tokenizer, peft_config=None if adapted else peft_config(cfg),
-                                     callbacks=[interrupt, MetricsPrinter()])
+                                     callbacks=[interrupt, MetricsPrinter(), ReleaseHostMemory()])
                 trainer.train()
                 model = trainer.model
                 step += trainer.state.global_step

@@ -46,6 +46,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     from proofgym.training.callbacks import (
         GracefulInterrupt,
         MetricsPrinter,
+        ReleaseHostMemory,
         TaskPassRateCallback,
         TrainingHealthCallback,
         announce,
@@ -114,7 +115,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
                 batch_size=cfg.curriculum_batch_size, max_new_tokens=cfg.curriculum_max_tokens or None,
                 on_estimate=lambda step, counts: pass_rates.add(step, counts, "curriculum"))
         callbacks = [c for c in (curriculum_callback, evaluator, interrupt, MetricsPrinter(), TrainingHealthCallback(),
-                                 pass_rates) if c is not None]
+                                 pass_rates, ReleaseHostMemory()) if c is not None]
         if cfg.control_permute_rewards:
             announce("control run: the verifier's rewards are shuffled across each batch (control_permute_rewards)")
         reward_func = PermutedReward(reward, seed=cfg.seed) if cfg.control_permute_rewards else reward
@@ -144,7 +145,13 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
 
     from trl import SFTTrainer
 
-    from proofgym.training.callbacks import MetricsPrinter, announce, save_model
+    from proofgym.training.callbacks import (
+        MetricsPrinter,
+        ReleaseHostMemory,
+        announce,
+        release_host_memory,
+        save_model,
+    )
     from proofgym.training.data import sft_rows, to_dataset
     from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.sft_config import ProofSFTConfig
@@ -163,7 +170,7 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
         deepspeed=cfg.deepspeed)
     rows = sft_rows(prepared.train_tasks, context_chars=cfg.prompt_context_chars)
     trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(rows), processing_class=tokenizer,
-                         peft_config=peft_config(args), callbacks=[MetricsPrinter()])
+                         peft_config=peft_config(args), callbacks=[MetricsPrinter(), ReleaseHostMemory()])
     trainer.train()
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
@@ -173,7 +180,10 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
         write_checkpoint_settings(out, checkpoint_settings(cfg))  # the warm start was trained on this prompt
     trainer.accelerator.wait_for_everyone()
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
-    info = {"path": str(out), "steps": trainer.state.global_step, "loss": losses,
+    steps = trainer.state.global_step
+    del trainer  # its optimizer state goes before GRPO's is built; the heap it used goes back to the system
+    release_host_memory()
+    info = {"path": str(out), "steps": steps, "loss": losses,
             "seconds": round(time.monotonic() - begin, 1)}
     announce(f"SFT warm start done in {info['seconds']:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
              f"saved to {out}" if losses else f"SFT warm start done; saved to {out}")

@@ -35,7 +35,7 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     """Run SFT as ``cfg`` says: checks first, then training, the final checkpoint and its evaluation."""
     from trl import SFTTrainer
 
-    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter
+    from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, ReleaseHostMemory
     from proofgym.training.data import sft_rows, to_dataset
 
     prepared = prepare_run(cfg, needs_verifier=bool(cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
@@ -49,7 +49,7 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     fix_reentrant_checkpointing(cfg, peft=cfg.use_peft)
     evaluator = checkpoint_evaluator(cfg, prepared)
     interrupt = GracefulInterrupt()
-    callbacks = [c for c in (evaluator, interrupt, MetricsPrinter()) if c is not None]
+    callbacks = [c for c in (evaluator, interrupt, MetricsPrinter(), ReleaseHostMemory()) if c is not None]
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=to_dataset(rows), processing_class=tokenizer,
                          peft_config=peft_config(cfg), callbacks=callbacks)
     return run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, model_name=prepared.model.name,
