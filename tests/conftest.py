@@ -86,7 +86,8 @@ def prover_processes_below(pid: int) -> list[str]:
 #: per worker, and the other files fill in around them. A new file that uses ``hol`` belongs in this list (the
 #: collection hook below warns when one is missing: it would pay a second load in the other worker).
 HOL_SERVER_FILES = ("test_hol_light.py", "test_hol_tactic.py", "test_hol_trust.py", "test_hol_memory.py",
-                    "test_hol_obfuscate.py", "test_hol_s2n.py", "test_slips.py", "test_redteam_round5.py")
+                    "test_hol_obfuscate.py", "test_hol_s2n.py", "test_hol_normalize.py", "test_slips.py",
+                    "test_redteam_round5.py", "test_redteam_corpus.py")
 _FIRST_UNITS = ("hol-light", "tests/test_hol_sandbox.py")
 
 
