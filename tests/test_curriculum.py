@@ -6,6 +6,7 @@ verifier whose verdicts are fixed per task, so what the filter must keep is know
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,33 @@ def test_grpo_trains_only_on_tasks_the_policy_solves_sometimes_and_logs_the_coun
     assert {r["task_id"] for r in rows if r["source"] == "training"} <= mixed
     assert {r["task_id"] for r in rows if r["source"] == "curriculum"} == set(tasks)
     assert (tmp_path / "run" / "task_pass_rates.png").exists()
+
+
+@pytest.mark.slow
+def test_a_resumed_run_goes_on_with_the_checkpoints_curriculum_and_step(tmp_path, tiny_model, tiny_suite):
+    from proofgym.training.curriculum import CURRICULUM_FILE
+    from proofgym.training.grpo import train_grpo
+    from proofgym.training.grpo_config import ProofGRPOConfig
+
+    def config(**overrides):
+        return ProofGRPOConfig(**{**dict(
+            model_name_or_path=str(tiny_model), suite=str(tiny_suite), output_dir=str(tmp_path / "run"),
+            report_to="none", per_device_train_batch_size=4, num_generations=2, max_completion_length=12,
+            learning_rate=1e-4, torch_threads=1, prompt_context_chars=120, heldout_fraction=0.0, verifier_workers=1,
+            checkpoint_eval_at_end=False, save_strategy="steps", save_steps=1, seed=0,
+            verifier_factory="tests.test_curriculum:PerTaskVerifier", curriculum=True, curriculum_k=2,
+            curriculum_refresh_steps=1, curriculum_batch_size=6), **overrides})
+
+    first = train_grpo(config(max_steps=2))
+    assert [h["step"] for h in first.curriculum] == [0, 1]
+    saved = json.loads((tmp_path / "run" / "checkpoint-2" / CURRICULUM_FILE).read_text())
+    assert [h["step"] for h in saved["history"]] == [0, 1] and saved["version"] == 2
+
+    resumed = train_grpo(config(max_steps=3, resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2")))
+    assert resumed.global_step == 3
+    # no estimate at the start of the resumed run: the checkpoint's two are its history, and its kept set is used
+    assert [h["step"] for h in resumed.curriculum] == [0, 1]
+    assert resumed.curriculum == first.curriculum
+    logged = [row for row in resumed.log_history if "proof/ok_rate" in row]
+    # transformers restores the log of steps 1 and 2; step 3 trained with the restored curriculum
+    assert [row["step"] for row in logged] == [1, 2, 3] and logged[-1]["curriculum/refreshes"] == 2

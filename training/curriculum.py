@@ -29,8 +29,10 @@ processes of a multi-process run, in equal shares so that generation stays in lo
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,6 +42,9 @@ from trl.trainer.utils import RepeatSampler
 from proofgym.envs.types import Task
 from proofgym.training.rewards import VerifierReward
 from proofgym.training.sampling import pass_counts, sample_and_check
+
+CURRICULUM_FILE = "curriculum.json"
+"""Each checkpoint's curriculum state (:meth:`PassRateCurriculum.state_dict`), for a resumed run."""
 
 
 class PassRateCurriculum:
@@ -93,6 +98,24 @@ class PassRateCurriculum:
     def metrics(self) -> dict[str, float]:
         """The counts of the last estimate (empty before the first)."""
         return dict(self._metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to go on with this curriculum: the kept set, the estimates, their history."""
+        return {"task_ids": self.task_ids, "active": self.active, "version": self.version, "p_hat": self.p_hat,
+                "history": self.history, "metrics": self._metrics}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (from a checkpoint of the same training split).
+
+        Raises:
+            ValueError: the checkpoint's curriculum is over other tasks.
+        """
+        if list(state["task_ids"]) != self.task_ids:
+            raise ValueError("the checkpoint's curriculum is over another training split: resume with the config "
+                             "it was trained with")
+        self.active, self.version = list(state["active"]), int(state["version"])
+        self.p_hat, self.history = dict(state["p_hat"]), list(state["history"])
+        self._metrics = dict(state["metrics"])
 
     def due(self, step: int) -> bool:
         """Whether a refresh is due after optimizer step ``step``."""
@@ -167,8 +190,35 @@ class CurriculumCallback(TrainerCallback):
         return self
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # a resumed run (transformers has loaded its state: global_step > 0) goes on with the checkpoint's estimates
+        if state.global_step > 0 and not self.curriculum.history and self._restore(args):
+            return
         if not self.curriculum.history:
             self.refresh(state.global_step)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero and self.curriculum.history:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if folder.is_dir():
+                (folder / CURRICULUM_FILE).write_text(json.dumps(self.curriculum.state_dict()) + "\n",
+                                                      encoding="utf-8")
+
+    def _restore(self, args: Any) -> bool:
+        """Load the resumed checkpoint's :data:`CURRICULUM_FILE`; False when it has none (then estimate afresh)."""
+        from transformers.trainer_utils import get_last_checkpoint
+
+        from proofgym.training.callbacks import announce
+
+        resume = getattr(args, "resume_from_checkpoint", None)
+        folder = get_last_checkpoint(args.output_dir) if resume is True or resume == "True" else resume
+        path = Path(folder) / CURRICULUM_FILE if folder else None
+        if path is None or not path.is_file():
+            return False
+        self.curriculum.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        if self.trainer is None or self.trainer.accelerator.is_main_process:
+            announce(f"curriculum restored from {path}: {len(self.curriculum.history)} estimate(s), "
+                     f"{len(self.curriculum.active)} task(s) kept")
+        return True
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         # not after the last step: an estimate no step will use costs k generations per task for nothing
