@@ -1,8 +1,14 @@
-"""scripts/main_job.py (`make eval`) on a tiny local model and the tiny suite, with the real Coq verifier.
+"""scripts/main_job.py (`make eval`) on a tiny local model and the tiny suite: the job's mechanics.
 
 The whole job: SFT warm start, held-out evaluation of the warm start (step 0), the pass-rate curriculum,
 GRPO, the final evaluation, the report with intervals. And what it writes to disk: each model once (the
 1-step run that wrote 1.1 GB saved the unchanged start model a second time, as checkpoint-0).
+
+What checks what: the GRPO rewards and the curriculum's pass-rate estimates come from fake verifiers named as
+such (``AlternatingVerifier`` here, ``LateCheater`` from test_grpo.py: a reward that varies within every group,
+which the real verifier on a tiny model does not promise, so that the step changes the weights); the held-out
+evaluations (step 0 and the final one) run the real Coq verifier. Training on real Coq rewards is
+tests/test_grpo.py's ``test_grpo_two_steps_real_coq_wandb_offline_and_checkpoint_eval``.
 """
 
 from __future__ import annotations
