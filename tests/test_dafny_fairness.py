@@ -16,7 +16,7 @@ import re
 import pytest
 
 from proofgym.envs.types import Verdict
-from proofgym.envs.verifiers.dafny.contract import compare_header, conjuncts
+from proofgym.envs.verifiers.dafny.contract import canonical_clause, compare_header, conjuncts
 from proofgym.envs.verifiers.dafny.integrity import (
     ATTRIBUTE_RULES,
     AttributeClass,
@@ -140,6 +140,18 @@ def test_renaming_is_sound_where_a_name_means_something_else() -> None:
         conjuncts([("d", ".", "(", "z", ":=", "z", ")", "==", "d")], {"z": "$p0"})
 
 
+def test_this_dot_a_field_and_swapped_parameters() -> None:
+    """``this.v`` is the field ``v`` (a parameter named ``v`` is renamed first, so it cannot be confused with it);
+    parameters swapped together with their uses are the same contract, swapped alone they are not."""
+    cell = "(x: int) modifies this ensures v == x"
+    assert _compare(cell, "(w: int) modifies this ensures this.v == w") == ((), ())
+    assert _compare(cell, "(v: int) modifies this ensures this.v == v") == ((), ())
+    assert _compare(cell, "(v: int) modifies this ensures v == v")[1]
+    sub = "(a: int, b: int) returns (r: int) ensures r == a - b"
+    assert _compare(sub, "(b: int, a: int) returns (r: int) ensures r == b - a") == ((), ())
+    assert _compare(sub, "(b: int, a: int) returns (r: int) ensures r == a - b")[1]
+
+
 def test_modifies_and_reads_more_is_weaker_fewer_is_another_contract() -> None:
     want = "(a: array<int>, b: array<int>) modifies a"
     assert _compare(want, "(a: array<int>, b: array<int>) modifies a, b")[0] == ("modifies (more than the statement's)",)
@@ -206,3 +218,12 @@ def test_a_bodyless_lemma_in_a_module_of_a_repeated_name_is_still_cheating() -> 
                "  A.M.L();\n}\n")
     result = dafny_verifier().check(dtask("unplaced.cheat", "lemma Impossible()\n  ensures false\n"), program)
     assert result.verdict is Verdict.CHEATING, result
+
+
+def test_a_crafted_deep_header_is_read_without_recursion() -> None:
+    """A submission's header is untrusted: past MAX_DEPTH levels the reader keeps the rest as written (compared as
+    text, fail closed), so no nesting depth raises RecursionError inside a check."""
+    nested = ["A", "&&", "("] * 5000 + ["x"] + [")"] * 5000
+    assert canonical_clause(nested) == canonical_clause(list(nested))
+    assert canonical_clause(["forall", "i", "::"] * 5000 + ["x"])[0] == "bind"
+    assert canonical_clause(["A", "||", "false"]) == canonical_clause(["A"]) == canonical_clause(["true", "==>", "A"])

@@ -4,7 +4,8 @@ A statement pins a target's header (signature and ``requires``/``ensures``/``mod
 write it another way without changing what it means, and then it is the task's contract: binders renamed
 consistently (``returns (r: int)`` for ``returns (res: int)`` with every clause renamed alike, a quantifier's
 ``forall i`` for ``forall k``), ``&&``/``||``/``<==>`` chains in another order or grouping, redundant parentheses,
-one clause ``ensures A && B`` for the two clauses ``ensures A`` ``ensures B``, ``requires true``. Everything here is
+one clause ``ensures A && B`` for the two clauses ``ensures A`` ``ensures B``, ``requires true``, ``this.f`` for
+``f``. Everything here is
 decided on a canonical form (:func:`canonical_clause`) that is a faithful parse: two clauses with the same canonical
 form mean the same thing, so the comparison is sound; what it cannot parse it keeps as written (fail closed).
 
@@ -40,6 +41,10 @@ _ENDLESS = frozenset({"forall", "exists", "var", "if", "match", "assert", "assum
 _OPAQUE = frozenset({"=>", ":|", ";"})
 _OPEN, _CLOSE = frozenset({"(", "[", "{"}), frozenset({")", "]", "}"})
 TRUE: Node = ("atom", "true")
+FALSE: Node = ("atom", "false")
+#: How deep the reader nests (parentheses peeled, operators and binders within one another) before it keeps the rest
+#: as written: a submission's header is untrusted, and a crafted one must cost neither recursion nor quadratic time.
+MAX_DEPTH = 24
 
 
 def _depth0(tokens: Sequence[str]) -> list[bool]:
@@ -54,9 +59,11 @@ def _depth0(tokens: Sequence[str]) -> list[bool]:
 
 
 def _unwrap(tokens: Sequence[str]) -> tuple[str, ...]:
-    """``tokens`` without parentheses around the whole of them."""
+    """``tokens`` without parentheses around the whole of them (at most :data:`MAX_DEPTH` pairs)."""
     tokens = tuple(tokens)
-    while len(tokens) >= 2 and tokens[0] == "(" and tokens[-1] == ")":
+    for _ in range(MAX_DEPTH):
+        if not (len(tokens) >= 2 and tokens[0] == "(" and tokens[-1] == ")"):
+            break
         depth = 0
         for k, t in enumerate(tokens):
             depth += 1 if t in _OPEN else -1 if t in _CLOSE else 0
@@ -80,14 +87,32 @@ def _split(tokens: Sequence[str], top: Sequence[bool], ops: frozenset[str]) -> t
 
 
 def _atom(tokens: Sequence[str]) -> Node:
-    return ("atom", *tokens)
+    """An operand as written, with ``this.f`` read as ``f``: once parameters and bound variables carry canonical
+    names, a bare ``f`` can only be the member ``this.f`` means (or the program does not resolve). Not where the atom
+    binds names of its own (a binder kept as written could capture ``f``)."""
+    if any(t in _ENDLESS or t in _OPAQUE or t == "::" for t in tokens):
+        return ("atom", *tokens)
+    out: list[str] = []
+    k = 0
+    while k < len(tokens):
+        if (tokens[k] == "this" and k + 2 < len(tokens) and tokens[k + 1] == "." and not (k and tokens[k - 1] == ".")
+                and (tokens[k + 2][:1].isalpha() or tokens[k + 2][:1] == "_")):
+            k += 2
+            continue
+        out.append(tokens[k])
+        k += 1
+    return ("atom", *out)
 
 
 def _sorted(kind: str, children: Sequence[Node]) -> Node:
     flat: list[Node] = []
     for c in children:
         flat.extend(c[1:] if c[0] == kind else [c])  # associativity: (A && B) && C is A && B && C
-    return (kind, *sorted(flat, key=repr))  # commutativity
+    unit = {"and": TRUE, "or": FALSE}.get(kind)
+    kept = [c for c in flat if c != unit]  # A && true is A, A || false is A
+    if unit is not None and len(kept) <= 1:
+        return kept[0] if kept else unit
+    return (kind, *sorted(kept, key=repr))  # commutativity
 
 
 def _bound_names(binder: Sequence[str]) -> list[str] | None:
@@ -127,10 +152,10 @@ def rename(tokens: Sequence[str], names: dict[str, str]) -> tuple[str, ...] | No
     return tuple(out)
 
 
-def canonical_clause(tokens: Sequence[str], level: int = 0) -> Node:
+def canonical_clause(tokens: Sequence[str], level: int = 0, depth: int = 0) -> Node:
     """The canonical form of one clause (tokens, attributes removed, the signature's binders already renamed)."""
     tokens = _unwrap(tokens)
-    if not tokens:
+    if not tokens or depth > MAX_DEPTH:
         return _atom(tokens)
     top = _depth0(tokens)
     if any(top[k] and t in _OPAQUE for k, t in enumerate(tokens)):
@@ -138,7 +163,7 @@ def canonical_clause(tokens: Sequence[str], level: int = 0) -> Node:
     end = next((k for k, t in enumerate(tokens) if top[k] and t in _ENDLESS), len(tokens))
     head, tail = tokens[:end], tokens[end:]
     if not head:
-        return _binder(tokens, level)
+        return _binder(tokens, level, depth)
     for ops, kind in ((frozenset({"<==>"}), "iff"), (frozenset({"==>", "<=="}), "imp"), (frozenset({"&&", "||"}), "")):
         parts, found = _split(head, top[:end], ops)
         if not found:
@@ -148,7 +173,7 @@ def canonical_clause(tokens: Sequence[str], level: int = 0) -> Node:
         parts[-1] = parts[-1] + tail
         if any(not p for p in parts):
             return _atom(tokens)
-        children = [canonical_clause(p, level) for p in parts]
+        children = [canonical_clause(p, level, depth + 1) for p in parts]
         op = found.pop()
         if kind == "iff":
             return _sorted("iff", children)  # <==> is associative and commutative
@@ -157,13 +182,13 @@ def canonical_clause(tokens: Sequence[str], level: int = 0) -> Node:
                 children.reverse()
             node = children[-1]
             for premise in reversed(children[:-1]):
-                node = ("imp", premise, node)
+                node = node if premise == TRUE else ("imp", premise, node)  # true ==> A is A
             return node
         return _sorted("and" if op == "&&" else "or", children)
     return _atom(tokens)
 
 
-def _binder(tokens: tuple[str, ...], level: int) -> Node:
+def _binder(tokens: tuple[str, ...], level: int, depth: int) -> Node:
     """A level that starts with an endless expression: a quantifier's bound names renamed by nesting level and its
     body made canonical; anything else as written."""
     if tokens[0] not in ("forall", "exists"):
@@ -179,7 +204,7 @@ def _binder(tokens: tuple[str, ...], level: int) -> Node:
     if renamed is None:
         return _atom(tokens)
     binder, body = renamed[:sep - 1], renamed[sep:]
-    return ("bind", tokens[0], binder, canonical_clause(body, level + 1))
+    return ("bind", tokens[0], binder, canonical_clause(body, level + 1, depth + 1))
 
 
 def implied_by(weak: Node, strong: Node) -> bool:
