@@ -508,6 +508,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     return run(args.algo, args.args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.tasks.export import export_suite
+    from proofgym.envs.tasks.suites import load_tasks
+    from proofgym.training.data import split_tasks
+
+    try:
+        tasks = load_tasks(args.suite)
+        if args.category:
+            tasks = [t for t in tasks if t.category in args.category]
+        splits = split_tasks(tasks, heldout_fraction=args.heldout_fraction, seed=args.split_seed)
+        out = Path(args.out or Path(args.suite).stem)
+        counts = export_suite(splits, out, name=out.name)
+    except (ProofgymError, ValueError) as exc:
+        return _die(EXIT_BAD_INPUT, str(exc))
+    except ImportError:
+        return _die(EXIT_BAD_INPUT, "export needs the datasets package: pip install -e '.[train]'")
+    print(f"wrote {', '.join(f'{split} {n}' for split, n in counts.items())} rows to {out}/ "
+          f"(load with datasets.load_dataset(\"parquet\", data_dir=\"{out}\"))")
+    return 0
+
+
 def cmd_redteam(args: argparse.Namespace) -> int:
     from proofgym.envs.errors import TaskFormatError, VerifierError
     from proofgym.envs.progress import ProgressBar
@@ -762,6 +784,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("algo", choices=["sft", "grpo", "expert-iteration"], help="sft, grpo or expert-iteration")
     p.add_argument("args", nargs=argparse.REMAINDER, help="--config FILE.yaml and --field value overrides")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("export", help="write a suite as a Hugging Face dataset (Parquet splits + card)",
+                       description="Export a suite with the splits training uses (metadata.split, else the stratified "
+                       "hash split of `proofgym train`): train and test (held out) Parquet files and a dataset card.",
+                       epilog="Examples:\n  proofgym export coq-stdlib --out coq-stdlib-hf\n"
+                       "  proofgym export dafny-nl --heldout-fraction 0.3\n"
+                       "  python -c \"import datasets; print(datasets.load_dataset('parquet', data_dir='coq-stdlib-hf'))\"",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("suite", help="a built suite name (coq-stdlib), a packaged one (coq-tiny, dafny-nl) or a .jsonl path")
+    p.add_argument("--out", help="the dataset folder (default: the suite's name, here)")
+    p.add_argument("--category", action="append", help="only this category (repeat for several)")
+    p.add_argument("--heldout-fraction", type=float, default=0.2,
+                   help="share of each category held out as test, as `proofgym train` does (default 0.2)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out hash, as train's split_seed")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("redteam", help="run a prover's cheat and fairness corpus; report cheat/* and fair/*",
                        description="Check every case of a shipped corpus (redteam-coq, redteam-dafny, redteam-hol) "
