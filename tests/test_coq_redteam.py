@@ -10,8 +10,6 @@ fixed; they stay as regression tests.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from proofgym.envs.types import Task, Verdict
@@ -294,10 +292,9 @@ def test_cheat_gets_the_right_verdict(coq_verifier, task_key: str, proof: str, e
     ],
 )
 def test_garbage_is_not_ok(coq_verifier, proof: str) -> None:
-    start = time.monotonic()
     result = coq_verifier.check(TASKS["false"], proof)
     assert result.verdict is Verdict.ERROR, result  # refused before any prover runs: nothing to check
-    assert time.monotonic() - start < 10
+    assert result.backend == "precheck", result  # the verifier's own report that no prover ran (no wall clock)
 
 
 # -- resources: the session must survive ------------------------------------------------------------
@@ -308,20 +305,17 @@ HONEST_HARD = "Proof. induction n; simpl; auto. Qed."
 def test_looping_tactic_times_out_and_session_recovers(coq_verifier) -> None:
     task = _task("loop", "Lemma loop_goal : 1 = 2.", timeout_s=3)
     for proof in ("Proof. do 100000000 idtac. Qed.", "Proof. do 1000000 (do 1000000 idtac). Qed."):
-        start = time.monotonic()
         result = coq_verifier.check(task, proof)
-        wall = time.monotonic() - start
-        assert result.verdict is Verdict.TIMEOUT, result
-        assert wall < 3 + 10, wall
+        # Ended by the verifier's own deadline (interrupt, then kill, from outside), as it reports:
+        assert result.verdict is Verdict.TIMEOUT and result.reasons == ("no verdict within timeout_s=3",), result
         assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
 
 
 def test_ltac_self_recursion_is_refused_and_session_recovers(coq_verifier) -> None:
     task = _task("letrec", "Lemma letrec_goal : 1 = 2.", timeout_s=3)
-    start = time.monotonic()
     result = coq_verifier.check(task, "Proof. let rec f := f in f. Qed.")
-    assert result.verdict is Verdict.FAIL, result  # Ltac sees the loop at once (no step is taken)
-    assert time.monotonic() - start < 3 + 10
+    # Ltac sees the loop at once (no step is taken); FAIL, not TIMEOUT, is Coq's answer before the deadline
+    assert result.verdict is Verdict.FAIL, result
     assert coq_verifier.check(TASKS["hard"], HONEST_HARD).verdict is Verdict.OK
 
 
