@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export PROOFGYM_CACHE ?= $(CURDIR)/.cache/proofgym
 WORKERS ?= 2
 
-.PHONY: setup suite eval test test-fast test-slow bench lint clean
+.PHONY: setup suite eval test test-fast test-slow bench lint typecheck clean
 
 setup: $(BIN)/proofgym
 $(BIN)/proofgym: pyproject.toml scripts/setup.sh
@@ -42,8 +42,12 @@ test-slow: setup
 bench: setup
 	$(BIN)/python scripts/bench_verifiers.py
 
+## the gates CI runs first: ruff (style, imports, complexity and length bounds) and mypy (scripts/typecheck.sh)
 lint: setup
 	$(BIN)/ruff check .
+
+typecheck: setup
+	bash scripts/typecheck.sh
 
 clean:
 	rm -rf .cache runs build *.egg-info
