@@ -21,30 +21,13 @@ uvicorn = pytest.importorskip("uvicorn")
 
 from openenv.core import GenericEnvClient  # noqa: E402
 
-from proofgym.envs.errors import VerifierCrashed  # noqa: E402
-from proofgym.envs.types import CheckResult, Task  # noqa: E402
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
 from proofgym.training.integrations.core import ProofScorer  # noqa: E402
 from proofgym.training.integrations.openenv_env import ProofAction, ProofgymEnvironment, make_app  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier  # noqa: E402
 
-TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
-OK_REPLY = "```coq\nProof. lia. Qed.\n```"
-FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
-CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
 PACKAGE = Path(__file__).resolve().parent.parent / "examples" / "integrations" / "openenv"
-
-
-class FakeBrokenVerifier:
-    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
-
-    system = "coq"
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        raise VerifierCrashed("fake: coqidetop died")
-
-    def close(self) -> None:
-        pass
 
 
 class _Server(uvicorn.Server):

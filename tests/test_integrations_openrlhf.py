@@ -23,31 +23,15 @@ import pytest
 agent = pytest.importorskip("openrlhf.utils.agent", reason="pip install --no-deps openrlhf==0.11.2 pylatexenc")
 
 from proofgym.envs.episode import TaskSet  # noqa: E402
-from proofgym.envs.errors import VerifierCrashed, VerifierError  # noqa: E402
-from proofgym.envs.types import CheckResult, Task  # noqa: E402
+from proofgym.envs.errors import VerifierError  # noqa: E402
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService  # noqa: E402
 from proofgym.training.integrations.core import ProofScorer, use_scorer  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier  # noqa: E402
 
-TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
-OK_REPLY = "```coq\nProof. lia. Qed.\n```"
-FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
-CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
 PROMPT = "Prove: Theorem lt_le (a b : nat) : a < b -> a <= b.\n"
 AGENT_FILE = Path(__file__).resolve().parent.parent / "examples" / "integrations" / "openrlhf" / "agent_func.py"
-
-
-class FakeBrokenVerifier:
-    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
-
-    system = "coq"
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        raise VerifierCrashed("fake: coqidetop died")
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -13,28 +13,10 @@ from typing import Any
 
 import pytest
 
-from proofgym.envs.errors import VerifierCrashed
-from proofgym.envs.types import CheckResult, Task
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool
 from proofgym.training.integrations.trl_spec import ProofgymSpec
 from tests.conftest import requires_coq
-
-TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
-OK_REPLY = "```coq\nProof. lia. Qed.\n```"
-FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
-CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
-
-
-class FakeBrokenVerifier:
-    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
-
-    system = "coq"
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        raise VerifierCrashed("fake: coqidetop died")
-
-    def close(self) -> None:
-        pass
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier
 
 
 def test_the_spec_has_trls_three_properties_from_a_suite_name():

@@ -20,30 +20,15 @@ from typing import Any
 import pytest
 
 from proofgym.envs.episode import TaskSet
-from proofgym.envs.errors import VerifierCrashed, VerifierError
-from proofgym.envs.types import CheckResult, Task
+from proofgym.envs.errors import VerifierError
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 from proofgym.training.integrations import verl_reward
 from proofgym.training.integrations.core import close_scorers
 from tests.conftest import requires_coq
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, TASK, FakeBrokenVerifier
 
-TASK = "coq.tiny.lia"  # Theorem lt_le (a b : nat) : a < b -> a <= b.
 OK_REPLY = "Since a < b, lia closes it.\n```coq\nProof. lia. Qed.\n```"
-FAIL_REPLY = "```coq\nProof. reflexivity. Qed.\n```"
-CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
-
-
-class FakeBrokenVerifier:
-    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
-
-    system = "coq"
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        raise VerifierCrashed("fake: coqidetop died")
-
-    def close(self) -> None:
-        pass
 
 
 def _call_with_kwargs(raw_fn: Callable[..., Any], extra_kwargs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
