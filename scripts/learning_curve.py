@@ -51,6 +51,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from proofgym.training.compare import hierarchical_bootstrap  # the one bootstrap (proofgym compare)
+
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "shuffled", "permuted", "expert")
 DEFAULT_TEMPERATURES = (0.0, 0.3, 0.6, 1.0)
@@ -391,37 +393,6 @@ def task_scores(counts: Mapping[str, Sequence[int]], k: int = 1) -> dict[str, fl
     from proofgym.training.eval_metrics import pass_at_k
 
     return {t: pass_at_k(n, c, k) for t, (c, n) in counts.items() if n >= k}
-
-
-def hierarchical_bootstrap(pairs: Sequence[tuple[Mapping[str, float], Mapping[str, float]]], *,
-                           resamples: int = 10000, seed: int = 0, level: float = 0.95) -> dict[str, float]:
-    """Δ = mean over runs and shared tasks of ``arm - base``, each run paired with the warm start it came from.
-
-    Each resample draws runs with replacement, then tasks with replacement, so the interval covers
-    the spread between seeds as well as between tasks. ``pairs``: ``(arm run, its base)`` per run.
-    """
-    import numpy as np
-
-    if not pairs:
-        return {"delta": float("nan"), "lo": float("nan"), "hi": float("nan"), "tasks": 0, "runs": 0}
-    ids = sorted(set.intersection(*(set(a) & set(b) for a, b in pairs)))
-    if not ids:
-        return {"delta": float("nan"), "lo": float("nan"), "hi": float("nan"), "tasks": 0, "runs": len(pairs)}
-    diffs = np.array([[a[t] - b[t] for t in ids] for a, b in pairs], dtype=float)  # runs x tasks
-    rng = np.random.default_rng(seed)
-    runs = rng.integers(0, len(pairs), size=(resamples, len(pairs)))
-    tasks = rng.integers(0, len(ids), size=(resamples, len(ids)))
-    means = np.array([diffs[r][:, t].mean() for r, t in zip(runs, tasks, strict=True)])
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return {"delta": float(diffs.mean()), "lo": float(lo), "hi": float(hi), "tasks": len(ids), "runs": len(pairs)}
-
-
-def paired_bootstrap(arm: Mapping[str, float], base: Mapping[str, float], *, resamples: int = 10000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, float]:
-    """One run against its base: the paired bootstrap over tasks (the hierarchical one with a single run)."""
-    out = hierarchical_bootstrap([(arm, base)], resamples=resamples, seed=seed, level=level)
-    out.pop("runs", None)
-    return out
 
 
 # -- the plan ----------------------------------------------------------------------------------------------

@@ -28,13 +28,15 @@ def _script() -> Any:
 
 
 def test_the_paired_bootstrap_interval():
+    from proofgym.training.compare import paired_bootstrap  # the script's bootstrap, shared with proofgym compare
+
     lc = _script()
     base = {f"t{i}": i % 2 * 1.0 for i in range(40)}
-    same = lc.paired_bootstrap(base, base, resamples=500)
+    same = paired_bootstrap(base, base, resamples=500)
     assert (same["delta"], same["lo"], same["hi"], same["tasks"]) == (0.0, 0.0, 0.0, 40)
-    shifted = lc.paired_bootstrap({t: v + 0.25 for t, v in base.items()}, base, resamples=500)
+    shifted = paired_bootstrap({t: v + 0.25 for t, v in base.items()}, base, resamples=500)
     assert shifted["delta"] == pytest.approx(0.25) and shifted["lo"] == pytest.approx(0.25)
-    noisy = lc.paired_bootstrap({t: 1.0 - v for t, v in base.items()}, base, resamples=2000, seed=1)
+    noisy = paired_bootstrap({t: 1.0 - v for t, v in base.items()}, base, resamples=2000, seed=1)
     assert noisy["lo"] < 0 < noisy["hi"] and noisy["delta"] == 0.0
     assert lc.per_task([{"task_id": "a", "verdict": "OK"}, {"task_id": "a", "verdict": "FAIL"},
                         {"task_id": "a", "harness_error": "x", "verdict": None}]) == {"a": (1, 2)}
