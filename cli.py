@@ -613,18 +613,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="proofgym",
-        description="Gymnasium environments for proof generation, with real provers as the dynamics.",
-        epilog="Start with `proofgym doctor`, then `proofgym build coq-stdlib` and `proofgym eval --suite coq-stdlib`.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    from proofgym import __version__
-
-    parser.add_argument("--version", action="version", version=f"proofgym {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_tasks(sub: Any) -> None:
     p = sub.add_parser("tasks", help="list a suite's task ids (with system and category)",
                        description="List the tasks of a suite: id, system, category (tab-separated).")
     p.add_argument("suite", help="a built suite name (coq-stdlib) or a .jsonl path")
@@ -633,6 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object a line, with the statement")
     p.set_defaults(func=cmd_tasks)
 
+
+def _add_check(sub: Any) -> None:
     p = sub.add_parser("check", help="check one proof of one task and print the verdict", epilog=EPILOG_CHECK,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="task file (.json, one object); or name it with --suite and --task-id")
@@ -652,6 +643,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "upstream checkout built with make (it has ocaml-hol)")
     p.set_defaults(func=cmd_check)
 
+
+def _add_eval(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate an agent on a suite: pass@k per category", epilog=EPILOG_EVAL,
                        formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS)
     p.add_argument("--suite", help="a built suite name (coq-stdlib) or a .jsonl path")
@@ -703,6 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no progress on stderr (default: a live bar on a terminal, a line every 30 s in a log)")
     p.set_defaults(func=cmd_eval)
 
+
+def _add_serve_model(sub: Any) -> None:
     p = sub.add_parser("serve-model", help="serve a local checkpoint with an OpenAI-compatible API",
                        description="Serve CHECKPOINT (a transformers checkpoint dir, a .gguf file, or a cached hub "
                                    "id) on /v1/chat/completions, /v1/messages and /v1/models. Prints the base URL, "
@@ -726,6 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_guard_flags(p)
     p.set_defaults(func=cmd_serve_model)
 
+
+def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="Markdown/HTML report with plots of one run, or runs side by side",
                        description="Tables and matplotlib plots (pass@k against k, per-category bars, verdicts, "
                                    "failure taxonomy, cheat reasons, cost) from eval run dirs.")
@@ -734,6 +731,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["md", "html"], default="md", help="md (default) or html (self-contained)")
     p.set_defaults(func=cmd_report)
 
+
+def _add_build(sub: Any) -> None:
     p = sub.add_parser("build", help="build and validate a suite into the cache dir",
                        description="Extract lemmas from the installed sources, sample Selene's 160/120/80 "
                                    "P1/P2/P3 split with a seed, and keep only tasks whose reference proof "
@@ -771,6 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "upgrading proofgym or the library); the kept ones stay kept")
     p.set_defaults(func=cmd_build)
 
+
+def _add_serve_verifier(sub: Any) -> None:
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",
                        epilog=EPILOG_SERVE_VERIFIER, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need a token)")
@@ -798,6 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_guard_flags(p)
     p.set_defaults(func=cmd_serve_verifier)
 
+
+def _add_train(sub: Any) -> None:
     p = sub.add_parser("train", help="train a policy with TRL: SFT on reference proofs, GRPO with verifier rewards, "
                                      "expert iteration",
                        epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -805,6 +808,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER, help="--config FILE.yaml and --field value overrides")
     p.set_defaults(func=cmd_train)
 
+
+def _add_export(sub: Any) -> None:
     p = sub.add_parser("export", help="write a suite as a Hugging Face dataset (Parquet splits + card)",
                        description="Export a suite with the splits training uses (metadata.split, else the stratified "
                        "hash split of `proofgym train`): train and test (held out) Parquet files and a dataset card.",
@@ -820,6 +825,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out hash, as train's split_seed")
     p.set_defaults(func=cmd_export)
 
+
+def _add_compare(sub: Any) -> None:
     p = sub.add_parser("compare", help="did a checkpoint get better? eval runs against a base, paired bootstrap",
                        description="Compare eval runs on the same tasks with a base run: per-task pass@1 (the share of "
                        "a task's samples that got OK), the difference and its 95% paired-bootstrap interval over tasks.",
@@ -833,6 +840,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object with every comparison")
     p.set_defaults(func=cmd_compare)
 
+
+def _add_redteam(sub: Any) -> None:
     p = sub.add_parser("redteam", help="run a prover's cheat and fairness corpus; report cheat/* and fair/*",
                        description="Check every case of a shipped corpus (redteam-coq, redteam-dafny, redteam-hol) "
                        "on the installed prover: cheats must be refused, honest work with a harmless construct must "
@@ -846,8 +855,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object: metrics and every case's verdict")
     p.set_defaults(func=cmd_redteam)
 
+
+def _add_doctor(sub: Any) -> None:
     p = sub.add_parser("doctor", help="which provers are installed, their versions, and what to install")
     p.set_defaults(func=cmd_doctor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proofgym",
+        description="Gymnasium environments for proof generation, with real provers as the dynamics.",
+        epilog="Start with `proofgym doctor`, then `proofgym build coq-stdlib` and `proofgym eval --suite coq-stdlib`.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from proofgym import __version__
+
+    parser.add_argument("--version", action="version", version=f"proofgym {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_tasks(sub)
+    _add_check(sub)
+    _add_eval(sub)
+    _add_serve_model(sub)
+    _add_report(sub)
+    _add_build(sub)
+    _add_serve_verifier(sub)
+    _add_train(sub)
+    _add_export(sub)
+    _add_compare(sub)
+    _add_redteam(sub)
+    _add_doctor(sub)
     return parser
 
 
