@@ -384,3 +384,30 @@ def test_serve_verifier_command_on_real_coq(tiny_suite):
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_client_waits_for_a_busy_service_as_it_asks_then_gives_up(pool, tmp_path):
+    """Backpressure end to end: a full queue answers 503 + Retry-After; the client waits and sends again."""
+    import threading
+    import time as _time
+
+    release = tmp_path / "release"
+    body = [{"task": fake_task(1).to_dict(), "proof": "ok"}]
+    with VerifierService(pool, ServiceConfig(port=0, max_queue=1)) as svc:
+        busy = pool.submit(fake_task(0), f"wait:{release}")
+        impatient = VerifierServiceClient(svc.url, busy_retries=1)
+        with pytest.raises(VerifierError, match=r"answered 503: .*queued.*\(after 1 waits\)"):
+            impatient.check(body)
+        assert impatient.busy_waits == 1
+        patient = VerifierServiceClient(svc.url, busy_retries=50)
+        answers: list = []
+        waiter = threading.Thread(target=lambda: answers.append(patient.check(body)))
+        waiter.start()
+        deadline = _time.monotonic() + 120
+        while patient.busy_waits < 1:  # the client has met the full queue and is waiting as asked
+            assert _time.monotonic() < deadline, "the client never met the full queue"
+            _time.sleep(0.01)
+        release.touch()
+        busy.result(timeout=60)
+        waiter.join(timeout=120)
+    assert answers and answers[0][0]["verdict"] == "OK"

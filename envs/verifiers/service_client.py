@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -24,6 +25,19 @@ __all__ = ["ServiceVerifier", "VerifierServiceClient", "result_from_dict", "serv
 
 
 
+#: The longest ``Retry-After`` a client waits in one go, whatever the service asks.
+MAX_RETRY_AFTER_S = 30.0
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    """Seconds a busy answer asks the client to wait (``Retry-After`` in seconds), capped; None without one."""
+    value = exc.headers.get("Retry-After") if exc.headers is not None else None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S) if value is not None else None
+    except ValueError:
+        return None
+
+
 def result_from_dict(row: dict[str, Any]) -> CheckResult:
     """The :class:`CheckResult` of a ``/check`` result row: :meth:`CheckResult.from_dict`."""
     return CheckResult.from_dict(row)
@@ -32,28 +46,41 @@ def result_from_dict(row: dict[str, Any]) -> CheckResult:
 class VerifierServiceClient:
     """Talks to one verifier service. Connection errors and non-2xx answers raise :class:`VerifierCrashed`."""
 
-    def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 3600.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 3600.0,
+                 busy_retries: int = 5) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.busy_retries = busy_retries
+        self.busy_waits = 0  # how many times a busy service (429/503 with Retry-After) was waited for
 
     def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        """One request. A busy answer (429 or 503 with ``Retry-After``: the queue is full, or a batch met a
+        harness failure) is waited for as the service asks, up to ``busy_retries`` times (each wait at most
+        :data:`MAX_RETRY_AFTER_S`), then raised like any other failure."""
         data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - http(s) URL
-                return json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
+        for attempt in range(self.busy_retries + 1):
+            request = urllib.request.Request(self.url + path, data=data, method=method)
+            request.add_header("Content-Type", "application/json")
+            if self.token:
+                request.add_header("Authorization", f"Bearer {self.token}")
             try:
-                detail = json.loads(exc.read().decode("utf-8")).get("error", "")
-            except (ValueError, AttributeError):
-                detail = ""
-            raise VerifierCrashed(f"verifier service {self.url}{path} answered {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise VerifierCrashed(f"verifier service {self.url} unreachable: {exc}") from None
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - http(s) URL
+                    return json.loads(response.read().decode("utf-8"))
+            except urllib.error.HTTPError as exc:
+                try:
+                    detail = json.loads(exc.read().decode("utf-8")).get("error", "")
+                except (ValueError, AttributeError):
+                    detail = ""
+                wait = _retry_after(exc) if exc.code in (429, 503) else None
+                if wait is None or attempt == self.busy_retries:
+                    raise VerifierCrashed(f"verifier service {self.url}{path} answered {exc.code}: {detail}"
+                                          + (f" (after {attempt} waits)" if wait is not None else "")) from None
+                self.busy_waits += 1
+                time.sleep(wait)
+            except (urllib.error.URLError, OSError) as exc:
+                raise VerifierCrashed(f"verifier service {self.url} unreachable: {exc}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def check(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """``POST /check``: result rows in input order (``verdict: None`` + ``harness_error`` for a harness failure)."""
