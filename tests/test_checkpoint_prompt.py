@@ -15,11 +15,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.training.eval_runs import (
     CHECKPOINT_SETTINGS,
     apply_checkpoint_settings,
@@ -30,19 +28,6 @@ from proofgym.training.eval_runs import (
 from tests.conftest import requires_coq
 
 CONTEXT_CHARS = 24
-
-
-class EvenVerifier:
-    """A fake verifier: OK for a proof of even length, FAIL for odd (deterministic, no prover)."""
-
-    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
-        pass
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        return CheckResult(Verdict.OK if len(proof) % 2 == 0 else Verdict.FAIL)
-
-    def close(self) -> None:
-        pass
 
 
 SAVED = {"strategy": "plain", "strategy_options": {"context_chars": 200}, "max_tokens": 96, "top_p": 0.95,
@@ -100,7 +85,7 @@ def test_the_cli_reproduces_the_runs_own_checkpoint_evaluation(tmp_path):
     from proofgym.training.sft_config import ProofSFTConfig
 
     model = build_tiny_model(tmp_path / "model", seed=0)
-    fake = "tests.test_checkpoint_prompt:EvenVerifier"
+    fake = "tests.fakes:EvenVerifier"
     result = train_sft(ProofSFTConfig(
         model_name_or_path=str(model), suite=str(_suite(tmp_path)), output_dir=str(tmp_path / "run"),
         report_to="none", max_steps=1, per_device_train_batch_size=2, learning_rate=1e-3, max_length=512,

@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from proofgym.envs.types import CheckResult, Task, Verdict
-
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
 
 
@@ -102,25 +100,12 @@ def test_help_teaches_the_experiment(capsys):
         assert phrase in text, phrase
 
 
-class EvenVerifier:
-    """A fake verifier: OK for a proof of even length, FAIL for odd (a fixed, content-dependent verdict)."""
-
-    def __init__(self, system: str = "coq", **kwargs: Any) -> None:
-        pass
-
-    def check(self, task: Task, proof: str) -> CheckResult:
-        return CheckResult(Verdict.OK if len(proof) % 2 == 0 else Verdict.FAIL)
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.slow
 def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, capsys):
     pytest.importorskip("trl")
     lc = _script()
     out = tmp_path / "lc"
-    common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.test_learning_curve:EvenVerifier",
+    common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.fakes:EvenVerifier",
               "--algos", "grpo,shuffled,expert"]
     assert lc.main(common) == 0
     results = out / "results" / "smoke"
