@@ -16,7 +16,7 @@ providers' shape, so that the official clients raise their usual exceptions:
 path, 429 when ``fail_first`` says so (to exercise clients' retries in tests).
 
 Every request first passes the request guard the verifier service uses
-(``proofgym.envs.verifiers.http_guard``): a ``Host`` that is not this server gets 421
+(``proofgym.http_guard``): a ``Host`` that is not this server gets 421
 (DNS rebinding), a request with an ``Origin`` gets 403 unless ``allowed_origins`` lists it,
 and a ``POST`` body that is not ``application/json`` gets 415. So no web page can spend
 the model or read its answers. The key is compared in constant time, and a server bound
@@ -40,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from proofgym.agents.base import Agent, Generation, Request, SamplingParams
-from proofgym.envs.verifiers.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
+from proofgym.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
 
 MAX_BODY = 8 * 1024 * 1024
 

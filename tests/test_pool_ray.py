@@ -96,7 +96,7 @@ _LISTENERS_SCRIPT = textwrap.dedent("""
 def test_a_ray_instance_the_pool_starts_listens_on_loopback_only():
     """By default Ray binds GCS, raylet, workers and agents on every interface: anyone on the network could
     submit jobs, i.e. run code as the operator. The instance the pool starts listens on 127.0.0.1 only."""
-    from proofgym.envs.verifiers.http_guard import is_loopback_host
+    from proofgym.http_guard import is_loopback_host
 
     paths = os.pathsep.join([str(ROOT), str(ROOT.parent)])
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}

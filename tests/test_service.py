@@ -25,7 +25,6 @@ from proofgym.agents.serve import ModelServer
 from proofgym.envs.errors import VerifierError
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import TASK_FIELD_LIMITS, Verdict
-from proofgym.envs.verifiers.http_guard import is_loopback_host
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.envs.verifiers.service import ServiceConfig, ServiceConfigError, VerifierService
 from proofgym.envs.verifiers.service_client import (
@@ -34,6 +33,7 @@ from proofgym.envs.verifiers.service_client import (
     result_from_dict,
     service_reward_function,
 )
+from proofgym.http_guard import is_loopback_host
 from tests.conftest import requires_coq
 from tests.test_faults import descendants
 from tests.test_pool import FakeVerifier, _alive, fake_task

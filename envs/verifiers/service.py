@@ -26,7 +26,7 @@ when more than ``max_queue`` checks are pending a request gets 503 with ``Retry-
 
 Security: a token (``Authorization: Bearer T``) is required for everything but ``/health`` when
 one is set, and the service refuses to listen beyond loopback without one. Every request first
-passes the request guard (``http_guard.py``): a ``Host`` that is not this server (DNS
+passes the request guard (``proofgym/http_guard.py``): a ``Host`` that is not this server (DNS
 rebinding) gets 421, a request that carries an ``Origin`` (a web page) gets 403 unless that origin
 was allowed (``allowed_origins``, ``--allow-origin``), and a ``POST`` body that is not
 ``application/json`` (a page's CORS "simple" request) gets 415. So no web page the operator opens
@@ -51,8 +51,8 @@ from urllib.parse import parse_qs, urlsplit
 from proofgym.envs.errors import ProofgymError, TaskFormatError, TaskTooLarge
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
 from proofgym.envs.verifiers.pool import PoolResult, VerifierPool
+from proofgym.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
 
 __all__ = ["ServiceConfig", "ServiceConfigError", "VerifierService"]
 
