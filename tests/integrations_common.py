@@ -1,6 +1,9 @@
-"""What every trainer adapter's test shares: the task, the three replies, and a fake broken verifier."""
+"""What every trainer adapter's test shares: the task, the three replies, a fake broken verifier, verl's batch faked."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import CheckResult, Task
@@ -21,3 +24,48 @@ class FakeBrokenVerifier:
 
     def close(self) -> None:
         pass
+
+
+class FakeDataProto:
+    """A fake of verl's ``DataProto`` (verl cannot install here): what its reward managers read of one.
+
+    ``batch`` holds tensors with one row per sample (``prompts``, ``responses``, ``attention_mask``),
+    ``non_tensor_batch`` numpy object arrays (``data_source``, ``reward_model``, ``extra_info``);
+    ``len``, an int index (one item, as ``DataProtoItem``) and a slice (a smaller ``FakeDataProto``) as verl's.
+    """
+
+    def __init__(self, batch: dict[str, Any], non_tensor_batch: dict[str, Any], meta_info: dict[str, Any] | None = None):
+        self.batch = batch
+        self.non_tensor_batch = non_tensor_batch
+        self.meta_info = meta_info or {}
+
+    def __len__(self) -> int:
+        return len(next(iter(self.batch.values())))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return FakeDataProto({k: v[index] for k, v in self.batch.items()},
+                                 {k: v[index] for k, v in self.non_tensor_batch.items()}, self.meta_info)
+        return SimpleNamespace(batch={k: v[index] for k, v in self.batch.items()},
+                               non_tensor_batch={k: v[index] for k, v in self.non_tensor_batch.items()})
+
+    @classmethod
+    def from_rows(cls, tokenizer: Any, rows: list[dict[str, Any]], responses: list[str]) -> FakeDataProto:
+        """A rollout batch as verl lays it out: prompts left-padded, responses right-padded, one attention mask."""
+        import numpy as np
+        import torch
+
+        prompts = [tokenizer(str(r["prompt"][-1]["content"]), add_special_tokens=False)["input_ids"] for r in rows]
+        answers = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in responses]
+        width_p, width_r = max(map(len, prompts)), max(map(len, answers))
+        pad = tokenizer.pad_token_id or 0
+        prompt_t = torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts])
+        response_t = torch.tensor([a + [pad] * (width_r - len(a)) for a in answers])
+        mask = torch.tensor([[0] * (width_p - len(p)) + [1] * (len(p) + len(a)) + [0] * (width_r - len(a))
+                             for p, a in zip(prompts, answers, strict=True)])
+
+        def column(key: str) -> Any:
+            return np.array([r[key] for r in rows], dtype=object)
+
+        return cls({"prompts": prompt_t, "responses": response_t, "attention_mask": mask},
+                   {key: column(key) for key in ("data_source", "reward_model", "extra_info")})

@@ -6,15 +6,23 @@ runs 5.2x), so the test does what verl does: load the function from its file by 
 the call's keywords, and call it with ``NaiveRewardManager.run_single``'s keywords. The checks go
 through the real verifier service (``proofgym serve-verifier``'s ``VerifierService`` on 127.0.0.1)
 with the real Coq verifier, on the packaged ``coq-tiny`` suite.
+
+The reward manager and the agent loop are driven the same way, by contract: the manager class loaded
+from its file as verl's ``load_extern_object`` does (``reward.reward_manager.source: importlib``), built
+with the keywords each of verl's two manager paths passes, and called on a batch laid out as verl's
+``DataProto`` (``FakeDataProto``, a fake: verl's own needs verl); the agent loop built with the keywords
+verl's ``hydra.utils.instantiate`` passes and run against a scripted ``server_manager`` (the policy).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,7 +34,7 @@ from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 from proofgym.training.integrations import verl_reward
 from proofgym.training.integrations.core import close_scorers
 from tests.conftest import requires_coq
-from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, TASK, FakeBrokenVerifier
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, TASK, FakeBrokenVerifier, FakeDataProto
 
 OK_REPLY = "Since a < b, lia closes it.\n```coq\nProof. lia. Qed.\n```"
 
@@ -111,3 +119,115 @@ def test_the_rows_are_verls_dataset_format_and_round_trip_through_parquet(tmp_pa
 def test_a_row_from_elsewhere_is_refused_with_what_to_pass():
     with pytest.raises(ValueError, match="pass suite= in reward_kwargs"):
         verl_reward.compute_score("openai/gsm8k", "42", "42", {})
+
+
+# -- the reward manager and the agent loop, by contract -----------------------------------------
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Any:
+    from transformers import AutoTokenizer
+
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    return AutoTokenizer.from_pretrained(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+
+
+@contextmanager
+def scoring_with(verifier: Any) -> Iterator[None]:
+    """coq-tiny checked on ``verifier`` in this process (what ``scorer_for`` would otherwise make)."""
+    from proofgym.training.integrations.core import ProofScorer, use_scorer
+
+    with InProcessPool({"coq": verifier}) as pool:
+        use_scorer("coq-tiny", ProofScorer("coq-tiny", pool=pool))
+        try:
+            yield
+        finally:
+            use_scorer("coq-tiny", None)
+
+
+def manager_class() -> type:
+    """What verl's ``load_extern_object(module_path=this file, object_name=...)`` returns."""
+    spec = importlib.util.spec_from_file_location("custom_module", verl_reward.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ProofgymRewardManager
+
+
+@requires_coq
+@pytest.mark.prover
+def test_the_reward_manager_scores_a_batch_on_both_of_verls_manager_paths(tokenizer, coq_verifier):
+    replies = [OK_REPLY, FAIL_REPLY, CHEAT_REPLY]
+    data = FakeDataProto.from_rows(tokenizer, [_row()] * 3, replies)
+    lengths = data.batch["attention_mask"][:, data.batch["prompts"].shape[-1]:].sum(dim=-1)
+    with scoring_with(coq_verifier):
+        # the registered manager's path: tokenizer, num_examine, compute_score, reward_fn_key; manager(data, return_dict)
+        legacy = manager_class()(tokenizer=tokenizer, num_examine=0, compute_score=None, reward_fn_key="data_source")
+        out = legacy(data, return_dict=True)
+        # the reward loop's path (verl 0.9): config, tokenizer, compute_score; await run_single(one sample)
+        looped = manager_class()(config={"reward": {"reward_kwargs": {}}}, tokenizer=tokenizer, compute_score=None)
+        singles = [asyncio.run(looped.run_single(data[i:i + 1])) for i in range(3)]
+    tensor = out["reward_tensor"]
+    assert [tensor[i, int(lengths[i]) - 1].item() for i in range(3)] == [1.0, 0.0, -1.0]
+    assert tensor.sum(dim=-1).tolist() == [1.0, 0.0, -1.0]  # the score on the last valid token only
+    assert (out["reward_extra_info"]["acc"], out["reward_extra_info"]["cheating"]) == ([1.0, 0.0, 0.0], [0.0, 0.0, 1.0])
+    assert [s["reward_score"] for s in singles] == [1.0, 0.0, -1.0]
+
+
+def test_the_reward_manager_raises_on_a_harness_failure(tokenizer):
+    data = FakeDataProto.from_rows(tokenizer, [_row()], [OK_REPLY])
+    with scoring_with(FakeBrokenVerifier()), pytest.raises(VerifierError, match="fake: coqidetop died"):
+        manager_class()(tokenizer=tokenizer, num_examine=0, compute_score=None)(data)
+
+
+class ScriptedServerManager:
+    """Stands in for verl's LLM server client: answers each ``generate`` with the next scripted reply."""
+
+    def __init__(self, tokenizer: Any, replies: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.replies = iter(replies)
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any],
+                       **kwargs: Any) -> Any:
+        from types import SimpleNamespace
+
+        self.prompts.append(list(prompt_ids))
+        return SimpleNamespace(token_ids=self.tokenizer(next(self.replies), add_special_tokens=False)["input_ids"],
+                               log_probs=None)
+
+
+def run_agent_loop(tokenizer: Any, replies: list[str], **loop_kwargs: Any) -> tuple[Any, ScriptedServerManager]:
+    """One sample through the loop, built with the keywords verl's hydra instantiate passes."""
+    from proofgym.training.integrations.verl_agent import ProofRepairAgentLoop
+
+    server = ScriptedServerManager(tokenizer, replies)
+    config = SimpleNamespace(config={"actor_rollout_ref": {"rollout": {"response_length": 2048,
+                                                                      "multi_turn": {"max_assistant_turns": 3}}}})
+    loop = ProofRepairAgentLoop(trainer_config=config, server_manager=server, tokenizer=tokenizer, processor=None,
+                                dataset_cls=None, data_config=SimpleNamespace(config={}), **loop_kwargs)
+    row = _row()
+    output = asyncio.run(loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], data_source=row["data_source"],
+                                  reward_model=row["reward_model"], extra_info=row["extra_info"],
+                                  agent_name="proofgym_repair"))
+    return output, server
+
+
+@requires_coq
+@pytest.mark.prover
+def test_the_agent_loop_repairs_cheats_and_spends_its_turn_budget_with_real_coq(tokenizer, coq_verifier):
+    with scoring_with(coq_verifier):
+        repaired, server = run_agent_loop(tokenizer, [FAIL_REPLY, OK_REPLY])
+        cheat, _ = run_agent_loop(tokenizer, [CHEAT_REPLY])
+        spent, _ = run_agent_loop(tokenizer, [FAIL_REPLY] * 3)
+    assert (repaired.reward_score, repaired.extra_fields["verdicts"], repaired.num_turns) == (1.0, ["FAIL", "OK"], 4)
+    mask = repaired.response_mask
+    feedback = tokenizer.decode([t for t, m in zip(repaired.response_ids, mask, strict=True) if m == 0])
+    assert "<|im_start|>user" in feedback and "Coq" in feedback  # the verifier's feedback, out of the loss
+    assert len(server.prompts) == 2 and server.prompts[1][:len(server.prompts[0])] == server.prompts[0]
+    assert (cheat.reward_score, cheat.extra_fields["verdicts"]) == (-1.0, ["CHEATING"])
+    assert (spent.reward_score, spent.extra_fields["verdicts"]) == (0.0, ["FAIL"] * 3)  # max_assistant_turns 3
+
+
+def test_the_agent_loop_raises_on_a_harness_failure(tokenizer):
+    with scoring_with(FakeBrokenVerifier()), pytest.raises(VerifierError, match="fake: coqidetop died"):
+        run_agent_loop(tokenizer, [OK_REPLY])

@@ -40,10 +40,13 @@ from proofgym.envs.episode import FINAL_VERDICTS, Episode, TaskSet, Turn
 from proofgym.envs.types import Task
 from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
-__all__ = ["ProofScorer", "ProofSession", "SuiteLike", "close_scorers", "scorer_for", "use_scorer"]
+__all__ = ["CHATML_FEEDBACK", "ProofScorer", "ProofSession", "SuiteLike", "close_scorers", "scorer_for", "use_scorer"]
 
 SuiteLike = str | Path | Sequence[Task | Mapping[str, Any]] | TaskSet
 
+#: A feedback turn in ChatML, for trainers that append it to the running token stream (OpenRLHF, verl):
+#: it closes the assistant's turn, shows the verifier's feedback as a user turn, and opens the next reply.
+CHATML_FEEDBACK = "<|im_end|>\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"
 
 
 class ProofScorer:

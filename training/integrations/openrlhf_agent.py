@@ -37,12 +37,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from proofgym.envs.errors import DependencyNotInstalled, VerifierError
-from proofgym.training.integrations.core import ProofScorer, ProofSession, scorer_for
+from proofgym.training.integrations.core import CHATML_FEEDBACK, ProofScorer, ProofSession, scorer_for
 
 __all__ = ["CHATML_FEEDBACK", "ProofAgentInstance", "reward_func"]
 
-#: A user turn in ChatML, closing the assistant's turn before it and opening the next.
-CHATML_FEEDBACK = "<|im_end|>\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def _env_scorer() -> ProofScorer:
