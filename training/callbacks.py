@@ -321,6 +321,8 @@ class TaskPassRateCallback(TrainerCallback):
         self.category = {t.id: t.category for t in tasks}
         self.max_plot_tasks = int(max_plot_tasks)
         self.rows: list[dict[str, Any]] = []
+        self.category_rows: list[dict[str, Any]] = []
+        """Per logging step: :func:`~proofgym.training.eval_metrics.category_metrics` of its window."""
         self._out: Path | None = None
         self.plot_path: Path | None = None
 
@@ -358,9 +360,41 @@ class TaskPassRateCallback(TrainerCallback):
                 ok[task_id] += verdict == "OK"
         if state.is_world_process_zero and n:
             self.add(state.global_step, {t: (ok[t], n[t]) for t in n}, "training")
+            self._log_categories(args, state, outcomes)
+
+    def _log_categories(self, args: Any, state: Any, outcomes: Sequence[tuple[str, str | None]]) -> None:
+        """Reward, OK rate and pass@1..num_generations per category of this window: into the log history's last
+        row and W&B (``train/category/<c>/...``, ``train/proof/pass@k``)."""
+        from proofgym.training.eval_metrics import category_metrics
+        from proofgym.training.logging import log_training_categories
+
+        metrics = category_metrics(outcomes, self.category, reward_of=self._reward_of,
+                                   max_k=getattr(args, "num_generations", None))
+        if not metrics:
+            return
+        self.category_rows.append({"step": state.global_step, **metrics})
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update({f"train/{k}": v for k, v in metrics.items()})
+        log_training_categories(args.report_to, state.global_step, metrics)
+
+    def _reward_of(self, verdict: str) -> float | None:
+        """The reward of a verdict as the reward function maps it (before any repair-turn discount)."""
+        from proofgym.envs.types import CheckResult, Verdict
+        from proofgym.training.rewards import shaped_reward
+
+        reward_map = getattr(self.reward, "reward_map", None)
+        if reward_map is None:
+            return None
+        return shaped_reward(CheckResult(Verdict(verdict)), reward_map, getattr(self.reward, "format_bonus", 0.0))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or not self.rows:
+        if not state.is_world_process_zero:
+            return
+        if self.category_rows:
+            from proofgym.training.logging import log_pass_at_k_curves
+
+            log_pass_at_k_curves(args.report_to, self.category_rows)
+        if not self.rows:
             return
         self.plot_path = self.plot(Path(args.output_dir) / "task_pass_rates.png")
         from proofgym.training.logging import log_task_pass_rates

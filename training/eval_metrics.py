@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,3 +287,71 @@ def print_summary(summary: EvalSummary, console: Any = None) -> None:
         console.print(line, markup=False)
     for note in summary.notes:
         console.print(f"note: {note}", style="bold yellow", markup=False)
+
+
+# -- training: per category and pass@k of one logging window ------------------------------------------------
+def pass_at_k_curve(counts: Mapping[str, tuple[int, int]], ks: Sequence[int]) -> dict[int, float]:
+    """Mean unbiased pass@k over tasks, for each k in ``ks``, from ``{task_id: (OK, samples with a verdict)}``.
+
+    A task counts in pass@k once it has at least k samples (a harness failure is no sample); a k that no task
+    reaches is left out.
+    """
+    curve: dict[int, float] = {}
+    for k in ks:
+        scores = [pass_at_k(n, ok, k) for ok, n in counts.values() if n >= k]
+        if scores:
+            curve[k] = sum(scores) / len(scores)
+    return curve
+
+
+def category_metrics(outcomes: Iterable[tuple[str, str | None]], category: Mapping[str, str], *,
+                     reward_of: Callable[[str], float | None], max_k: int | None = None) -> dict[str, float]:
+    """Reward, OK rate and pass@1..``max_k`` per task category and over all, from ``(task_id, verdict)`` pairs.
+
+    What GRPO's reward saw in one logging window (every process's completions): ``category/<c>/reward`` (the
+    mean reward of the verdicts), ``category/<c>/ok_rate``, ``category/<c>/samples`` and
+    ``category/<c>/pass@k`` for k = 1..``max_k`` (default: the most samples any task had), the unbiased
+    estimator over each task's samples; the same over every task as ``proof/pass@k`` and ``proof/reward``.
+    A harness failure (verdict ``None``) is left out of all of them, as it is left out of the reward.
+    """
+    per_task: dict[str, list[int]] = {}
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for task_id, verdict in outcomes:
+        if verdict is None:
+            continue
+        counts = per_task.setdefault(task_id, [0, 0])
+        counts[0] += verdict == Verdict.OK.value
+        counts[1] += 1
+        value = reward_of(verdict)
+        if value is not None:
+            for cat in (category.get(task_id) or "-", "all"):
+                rewards[cat].append(value)
+    if not per_task:
+        return {}
+    top = max_k or max(n for _, n in per_task.values())
+    groups: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+    for task_id, (ok, n) in per_task.items():
+        groups[category.get(task_id) or "-"][task_id] = (ok, n)
+        groups["all"][task_id] = (ok, n)
+    out: dict[str, float] = {}
+    for cat in sorted(groups, key=lambda c: (c == "all", c)):
+        prefix = "proof" if cat == "all" else f"category/{cat}"
+        counts = groups[cat]
+        samples = sum(n for _, n in counts.values())
+        if cat != "all":
+            out[f"{prefix}/ok_rate"] = sum(ok for ok, _ in counts.values()) / samples
+            out[f"{prefix}/samples"] = float(samples)
+        if rewards[cat]:
+            out[f"{prefix}/reward"] = sum(rewards[cat]) / len(rewards[cat])
+        out.update({f"{prefix}/pass@{k}": v for k, v in pass_at_k_curve(counts, range(1, top + 1)).items()})
+    return out
+
+
+def curve_of(metrics: Mapping[str, float], prefix: str) -> dict[int, float]:
+    """``{k: pass@k}`` from flat metrics named ``<prefix>/pass@<k>`` (e.g. ``category/P1``)."""
+    curve = {}
+    for name, value in metrics.items():
+        head, _, k = name.rpartition("/pass@")
+        if head == prefix and k.isdigit():
+            curve[int(k)] = value
+    return dict(sorted(curve.items()))

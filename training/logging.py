@@ -16,13 +16,20 @@ What an evaluation logs (CleanRL-style run identity, namespaced metrics):
 - at the end, the summary metrics (``proof/pass@1``, ``proof/cheat_rate``,
   ``verifier/timeout_rate``, ``verdict/OK``, ``cost/...``, ``category/P1/pass@1``...),
   a table of attempts (task, category, sample, attempt, proof, verdict, reasons,
-  error category, seconds, tokens), and bar charts per category and per verdict.
+  error category, seconds, tokens), bar charts per category and per verdict, and the pass@k
+  curve per category (``pass_at_k`` table, ``charts/pass_at_k`` line plot; k = 1..n).
+
+What GRPO adds at each logging step (:func:`log_training_categories`): the reward, OK rate and
+pass@1..num_generations per task category (``train/category/P1/reward``, ``train/category/P1/pass@2``,
+``train/proof/pass@2``...); at the end, those pass@k as a table (``train/pass_at_k``) and the last
+window's curve (``charts/train_pass_at_k``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import struct
@@ -92,10 +99,13 @@ class WandbLogger:
                            data=[[c, s.get("pass@1", 0.0), s.get(f"pass@{k}", 0.0), s.get("n", 0)]
                                  for c, s in summary.per_category.items()])
         verdicts = wandb.Table(columns=["verdict", "count"], data=[[v, n] for v, n in sorted(summary.verdicts.items())])
+        curve = pass_at_k_table_rows(0, metrics)
         self.run.log({
             "attempts": table,
             "charts/pass@1_per_category": wandb.plot.bar(cats, "category", "pass@1", title="pass@1 per category"),
             "charts/verdicts": wandb.plot.bar(verdicts, "verdict", "count", title="verdicts"),
+            "pass_at_k": wandb.Table(columns=["category", "k", "pass@k"], data=[row[1:] for row in curve]),
+            "charts/pass_at_k": pass_at_k_plot(wandb, metrics, "pass@k per category"),
         })
 
     def finish(self) -> None:
@@ -188,7 +198,9 @@ def log_heldout(report_to: Any, step: int, metrics: Mapping[str, float], history
     rows = [[r["step"], cat, s.get("pass@1", 0.0), s.get(f"pass@{k}", 0.0), s.get("n", 0)]
             for r in history if "per_category" in r for cat, s in r["per_category"].items()]
     table = wandb.Table(columns=["step", "category", "pass@1", f"pass@{k}", "tasks"], data=rows)
-    wandb.log({**metrics, "heldout/pass_at_k": table, "train/global_step": step})
+    own = {name.removeprefix("heldout/"): value for name, value in metrics.items()}
+    wandb.log({**metrics, "heldout/pass_at_k": table, "train/global_step": step,
+               "charts/heldout_pass_at_k": pass_at_k_plot(wandb, own, f"held-out pass@k per category (step {step})")})
 
 
 def log_task_pass_rates(report_to: Any, columns: Sequence[str], rows: Sequence[Sequence[Any]], steps: Sequence[int],
@@ -206,6 +218,45 @@ def log_task_pass_rates(report_to: Any, columns: Sequence[str], rows: Sequence[S
     if plot_path is not None:
         logged["charts/task_pass_rate_image"] = wandb.Image(str(plot_path))
     wandb.log(logged)
+
+
+def log_training_categories(report_to: Any, step: int, metrics: Mapping[str, float]) -> None:
+    """One GRPO logging window's reward, OK rate and pass@k per category as ``train/...`` scalars, when the run
+    has W&B (at the trainer's ``train/global_step``, beside TRL's own ``train/reward``)."""
+    wandb = active_wandb(report_to)
+    if wandb is None:
+        return
+    wandb.log({**{f"train/{k}": v for k, v in metrics.items()}, "train/global_step": step})
+
+
+def pass_at_k_table_rows(step: int, metrics: Mapping[str, float]) -> list[list[Any]]:
+    """``[step, category, k, pass@k]`` rows from flat metrics (``proof/pass@k`` is category ``all``)."""
+    from proofgym.training.eval_metrics import curve_of
+
+    cats = sorted({name.split("/")[1] for name in metrics if name.startswith("category/")})
+    return [[step, cat, k, value] for cat in [*cats, "all"]
+            for k, value in curve_of(metrics, "proof" if cat == "all" else f"category/{cat}").items()]
+
+
+def pass_at_k_plot(wandb: Any, metrics: Mapping[str, float], title: str) -> Any:
+    """A W&B line plot of pass@k against k, one line per category (and ``all``), from flat metrics."""
+    rows = pass_at_k_table_rows(0, metrics)
+    ks = sorted({k for _, _, k, _ in rows})
+    cats = list(dict.fromkeys(cat for _, cat, _, _ in rows))
+    ys = [[next((v for _, c, j, v in rows if c == cat and j == k), math.nan) for k in ks] for cat in cats]
+    return wandb.plot.line_series(xs=ks, ys=ys, keys=cats, title=title, xname="k")
+
+
+def log_pass_at_k_curves(report_to: Any, windows: Sequence[Mapping[str, Any]]) -> None:
+    """At the end of GRPO: every logging window's pass@k per category as a table (``train/pass_at_k``: step,
+    category, k, pass@k) and the last window's pass@k curve as a line plot (``charts/train_pass_at_k``)."""
+    wandb = active_wandb(report_to)
+    if wandb is None or not windows:
+        return
+    rows = [row for w in windows for row in pass_at_k_table_rows(int(w["step"]), w)]
+    last = windows[-1]
+    wandb.log({"train/pass_at_k": wandb.Table(columns=["step", "category", "k", "pass@k"], data=rows),
+               "charts/train_pass_at_k": pass_at_k_plot(wandb, last, f"pass@k per category (step {last['step']})")})
 
 
 def finish_wandb() -> None:
