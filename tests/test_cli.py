@@ -229,7 +229,7 @@ def test_eval_with_a_missing_prover_says_so_before_the_run(tmp_path, tiny_suite)
 
 
 def test_check_on_a_service_says_it_is_still_waiting(capsys):
-    from proofgym.cli import _still_waiting
+    from proofgym.cli.check import _still_waiting
 
     with _still_waiting("http://127.0.0.1:8000", every_s=0.01):
         for _ in range(6000):  # until the first heartbeat has been written (no timing assumption)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository root is the package ``proofgym``
 PACKAGE = "proofgym"
-LAYERS = ("envs", "agents", "training")
+LAYERS = ("cli", "envs", "agents", "training")
 
 #: (importer prefix, imported prefix, why not)
 WRONG_WAY = (
