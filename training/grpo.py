@@ -28,7 +28,6 @@ from proofgym.training.common import (
     checkpoint_evaluator,
     keep_fp32_masters,
     load_model,
-    make_pool,
     parse_config,
     peft_config,
     prepare_run,
@@ -54,6 +53,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     from proofgym.training.curriculum import CurriculumCallback, PassRateCurriculum
     from proofgym.training.data import grpo_rows, to_dataset
     from proofgym.training.grpo_trainer import ProofGRPOTrainer
+    from proofgym.training.reward_service import reward_backend
     from proofgym.training.rewards import PermutedReward, VerifierReward, check_reward_policy
     from proofgym.training.rollout import RepairRollout
 
@@ -84,8 +84,8 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         model, warm = sft_warm_start(cfg, prepared, model, tokenizer)
         start = warm["path"]
     fix_reentrant_checkpointing(cfg, peft=cfg.use_peft)
-    announce(f"starting {cfg.verifier_workers} verifier worker(s) for rewards")
-    pool = make_pool(cfg)
+    backend = reward_backend(cfg, prepared.train_tasks)  # a pool per rank, or this node's verifier service
+    pool = backend.pool
     try:
         reward = VerifierReward(prepared.train_tasks, pool, reward_map=reward_map, timeout_s=cfg.reward_timeout_s,
                                 feedback_chars=cfg.feedback_chars, format_bonus=cfg.format_bonus)
@@ -118,7 +118,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
                                  pass_rates, ReleaseHostMemory()) if c is not None]
         if cfg.control_permute_rewards:
             announce("control run: the verifier's rewards are shuffled across each batch (control_permute_rewards)")
-        reward_func = PermutedReward(reward, seed=cfg.seed) if cfg.control_permute_rewards else reward
+        reward_func = backend.wrap(PermutedReward(reward, seed=cfg.seed) if cfg.control_permute_rewards else reward)
         trainer = ProofGRPOTrainer(model=model, reward_funcs=[reward_func], args=cfg, train_dataset=to_dataset(rows),
                                    processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
                                    rollout_func=rollout, environment_factory=environments, curriculum=curriculum)
@@ -127,7 +127,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         result = run_trainer(trainer, cfg, evaluator=evaluator, interrupt=interrupt, reward=reward,
                              model_name=prepared.model.name, curriculum=curriculum, warm_start=warm, plan=plan)
     finally:
-        pool.close()
+        backend.close()
     return result
 
 

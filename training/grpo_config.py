@@ -88,6 +88,14 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
     chat_template_path: str | None = field(
         default=None, metadata={"help": "A Jinja chat template file to use instead of the tokenizer's, e.g. TRL's "
                                         "trl/chat_templates/qwen3.jinja for tool_env."})
+    verifier_service: str | None = field(
+        default=None, metadata={"help": "Where rewards are checked: unset, a verifier pool per rank (or "
+                                        "$PROOFGYM_VERIFIER_SERVICE); 'node', one verifier service per node, "
+                                        "started by local rank 0 with verifier_workers x LOCAL_WORLD_SIZE workers "
+                                        "and one verdict cache, shared by the node's ranks; or the URL of a "
+                                        "running `proofgym serve-verifier` (token in $PROOFGYM_VERIFIER_TOKEN). "
+                                        "With a service the reward is async and a batch is sent as soon as it "
+                                        "is decoded (docs/scale.md)."})
     reward_timeout_s: float | None = field(
         default=None, metadata={"help": "Longest wait for one batch of checks; unfinished checks count as "
                                         "harness failures (default: no limit beyond the verifier's own)."})

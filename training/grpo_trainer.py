@@ -1,6 +1,6 @@
 """TRL's ``GRPOTrainer`` with what proofgym adds: the curriculum's sampler and honest metric averages.
 
-:class:`ProofGRPOTrainer` changes three things and nothing else:
+:class:`ProofGRPOTrainer` changes four things and nothing else:
 
 - with a :class:`~proofgym.training.curriculum.PassRateCurriculum` its train sampler is a
   :class:`~proofgym.training.curriculum.CurriculumSampler` (prompts from the kept tasks), and
@@ -12,6 +12,8 @@
   every cheat reason any process logged (TRL's gathered metric names), so from the next batch
   on every process logs it, 0 included, and the cross-process mean is over all of them. (The
   one batch in which a reason first appears is averaged over the processes that saw it.)
+- a reward function that can check ahead (:class:`~proofgym.training.reward_service.AsyncVerifierReward`)
+  gets each batch as soon as it is decoded, so verification overlaps the log-probability passes;
 - generation with ``transformers`` (no vLLM, text only) prefills each prompt once for its whole
   group instead of once per completion, and grows the KV cache in place
   (:func:`~proofgym.training.generation.generate_shared_prefix`): TRL repeats each prompt
@@ -81,7 +83,17 @@ class ProofGRPOTrainer(GRPOTrainer):
             completions.append(row[:end])
         return completions, None
 
+    def _generate(self, prompts: list) -> Any:
+        out = super()._generate(prompts)
+        from proofgym.training.reward_service import prefetch_rewards
+
+        # checks start now, while TRL computes log-probabilities, and the awaited reward takes their answers
+        prefetch_rewards(self.reward_funcs, getattr(self, "_batch_inputs", None), completions=out[3],
+                         extra_fields=out[5])
+        return out
+
     def _generate_and_score_completions(self, inputs: Any) -> Any:
+        self._batch_inputs = inputs
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         names = [n.removeprefix(ZERO_WHEN_ABSENT[0]) for n in self._metrics[mode] if n.startswith(ZERO_WHEN_ABSENT)]
