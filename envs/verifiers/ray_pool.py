@@ -12,8 +12,17 @@ The interface is :class:`~proofgym.envs.verifiers.pool.VerifierPool`'s: the same
 ``imap_unordered``, ``check_many``, ``check_batch`` and ``as_verifier`` as the local engine, so
 ``proofgym eval``, the reward functions and the verifier service switch engines with one argument.
 
-Faults: an actor that dies (node lost, process killed) is restarted by Ray (``max_restarts=-1``);
-a check that was on it is sent again once, then is a ``worker_died`` harness failure.
+Faults: an actor that dies (process killed) is restarted by Ray (``max_restarts=-1``) on its node; a
+check that was on it is sent again once, then is a ``worker_died`` harness failure. While an actor is
+down, new checks go to the other nodes' actors. A node that leaves the cluster (``ray stop`` there, a
+lost machine) takes its actor with it for good: the pool drops that actor once Ray reports the node
+dead, and the checks it held are sent to the other nodes, each answered exactly once.
+
+Nodes and ranks: ``nodes``/``node_resource`` say which nodes get an actor; ``node`` (``"local"``: the
+caller's node) sends every check to that node's actor while it is up, so that a training rank checks
+on its own node; ``share`` names the actors in the cluster so that every pool given the same name
+(one per rank) uses the same actor per node and system instead of starting its own. See
+``docs/scale.md`` ("Ray across machines").
 
 Needs the ``ray`` extra (``pip install 'proofgym[ray]'``). Unless told to join a cluster (an
 ``address``, e.g. ``"auto"`` for one started with ``ray start`` here, or ``$RAY_ADDRESS``), it
@@ -53,7 +62,7 @@ from proofgym.envs.verifiers.pool import (
     routing_key,
 )
 
-__all__ = ["RayVerifierPool", "init_local_ray"]
+__all__ = ["SHARED_NAMESPACE", "RayVerifierPool", "init_local_ray"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +88,34 @@ def init_local_ray(**init_kwargs: Any) -> None:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
+def _usable_nodes(nodes: list[dict[str, Any]], wanted: Iterable[str] | None,
+                  resource: str | None) -> list[tuple[str, int]]:
+    """(node id, CPUs) of the alive nodes with CPUs that verifier actors may use, from ``ray.nodes()``."""
+    ids = set(wanted) if wanted is not None else None
+    usable = [(n["NodeID"], int(n["Resources"]["CPU"])) for n in nodes
+              if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+              and (ids is None or n["NodeID"] in ids) and (resource is None or n["Resources"].get(resource, 0) > 0)]
+    if not usable:
+        which = " offering the resource " + repr(resource) if resource else ""
+        raise DependencyNotInstalled(f"the Ray cluster has no alive node with CPUs{which} to run verifiers on "
+                                     "(see `ray status`)")
+    return usable
+
+
+def _gone(ray: Any, node_id: str, handle: Any) -> str:
+    """Why an actor never comes back ('' while it may): its node left the cluster, or Ray gave it up
+    (killed for good, e.g. by the pool that created a shared actor, or not placeable on its node)."""
+    if not any(n.get("NodeID") == node_id and n.get("Alive") for n in ray.nodes()):
+        return "its node left the cluster"
+    try:
+        from ray._private.state import actors as actor_table  # Ray's own debugging view of the GCS table
+
+        state = actor_table(actor_id=handle._actor_id.hex()).get("State")
+    except Exception:  # noqa: BLE001 - a Ray without this view: the node's state decides alone
+        return ""
+    return "Ray reports the actor dead for good" if state == "DEAD" else ""
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -98,7 +135,8 @@ class VerifierActor:
 
     def __init__(self, workers: int, verifier_kwargs: dict[str, Any], system_kwargs: dict[str, dict[str, Any]],
                  verifier_factory: VerifierFactory | str | None, spill_at: int, measure_cpu: bool = False,
-                 context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S) -> None:
+                 context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S, owner: str = "") -> None:
+        self.owner = owner  # the pool that created this actor (a shared actor's other pools only use it)
         self.pool = LocalVerifierPool(workers, verifier_kwargs=verifier_kwargs, system_kwargs=system_kwargs,
                                       verifier_factory=verifier_factory, spill_at=spill_at, measure_cpu=measure_cpu,
                                       context_allowance_s=context_allowance_s,
@@ -110,7 +148,7 @@ class VerifierActor:
         import ray
 
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "worker_pids": self.pool.worker_pids()}
+                "worker_pids": self.pool.worker_pids(), "workers": self.pool.workers, "owner": self.owner}
 
     async def check(self, task: Task, proof: str, request_id: Any) -> PoolResult:
         return await asyncio.wrap_future(self.pool.submit(task, proof, request_id=request_id, block=False))
@@ -143,6 +181,9 @@ class _Actor:
     load: int = 0
     pid: int = 0
     down_since: float = 0.0  # when a call on it last failed; 0 once it answers again
+    lost: bool = False  # gone for good (its node left the cluster, or Ray gave it up): never chosen again
+    owned: bool = True  # this pool created it (a shared actor another pool created is only used here)
+    watched: bool = False  # a thread waits for it to answer again (or for its node to be reported dead)
 
 
 @dataclass(eq=False)
@@ -167,6 +208,9 @@ UNAVAILABLE_GRACE_S = 300.0
 #: submit time; inside the node, the actor's pool decides at idle time.
 DRIVER_SPILL_PER_WORKER = 2
 
+#: The Ray namespace of shared actors (``share=``): ``{share}:{system}:{node id}``.
+SHARED_NAMESPACE = "proofgym"
+
 
 class RayVerifierPool(VerifierPool):
     """:class:`VerifierPool` on Ray actors; see the module docstring.
@@ -187,6 +231,16 @@ class RayVerifierPool(VerifierPool):
         actor_num_cpus: CPUs each actor reserves in Ray's scheduler. The default 0 lets a trainer on
             the same cluster keep its reservations; set it to ``workers_per_actor`` on verifier-only nodes.
         nodes: Node ids to use (default: every alive node with CPUs).
+        node_resource: Use only the nodes that offer this custom resource (``ray start --resources
+            '{"verifier": 1}'``), e.g. to keep verifiers off the GPU nodes.
+        node: Send every check to the actor on this node while it is up (``"local"``: the node this process
+            runs on, ``ray.get_runtime_context().get_node_id()``), so that a rank checks on its own node; the
+            other nodes' actors answer only while it is down or lost. ``None`` (the default): by context and load
+            over all nodes. A node with no actor of the pool (``"local"`` on a node without CPUs) routes as ``None``.
+        share: A name for this pool's actors in the cluster: every pool with the same ``share`` uses the same
+            actor per node and system (the first pool creates it with its settings; it lives as long as that pool,
+            whose :meth:`close` ends it; the others' ``close`` leaves it). Give each training rank's pool the
+            launcher's ``share`` and ``node="local"``: the ranks of a node then share that node's warm verifiers.
         start_timeout_s: How long to wait for the actors' workers to come up.
         measure_cpu, context_allowance_s: As for :class:`LocalVerifierPool` (each actor's local pool enforces
             the deadline).
@@ -209,6 +263,9 @@ class RayVerifierPool(VerifierPool):
         spill_at: int = 0,
         actor_num_cpus: float = 0,
         nodes: Iterable[str] | None = None,
+        node_resource: str | None = None,
+        node: str | None = None,
+        share: str | None = None,
         start_timeout_s: float = 300.0,
         measure_cpu: bool = False,
         context_allowance_s: float = DEFAULT_CONTEXT_ALLOWANCE_S,
@@ -223,12 +280,19 @@ class RayVerifierPool(VerifierPool):
                 ray.init(address=address, include_dashboard=False, **dict(init_kwargs or {}))
             self._owns_ray = True
         self._systems = tuple(dict.fromkeys(systems))
-        alive = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-        wanted = set(nodes) if nodes is not None else None
-        self._nodes = [(n["NodeID"], int(n["Resources"]["CPU"])) for n in alive
-                       if wanted is None or n["NodeID"] in wanted]
-        if not self._nodes:
-            raise DependencyNotInstalled("the Ray cluster has no alive node with CPUs to run verifiers on")
+        try:
+            self._nodes = _usable_nodes(ray.nodes(), nodes, node_resource)
+            if node not in (None, "local") and node not in {n for n, _ in self._nodes}:
+                raise ValueError(f"node {node!r} gets no verifier actor in this pool (its nodes: "
+                                 f"{', '.join(n for n, _ in self._nodes)})")
+        except Exception:
+            if self._owns_ray:
+                ray.shutdown()
+            raise
+        self._node = ray.get_runtime_context().get_node_id() if node == "local" else node
+        self._share = share
+        self._owner = f"{os.getpid()}:{id(self)}:{time.time_ns()}"
+        self._stop = threading.Event()
         self._workers_per_actor = workers_per_actor
         self._verifier_kwargs = dict(verifier_kwargs or {})
         self._system_kwargs = {k: dict(v) for k, v in (system_kwargs or {}).items()}
@@ -259,6 +323,8 @@ class RayVerifierPool(VerifierPool):
             raise
         for actor, info in zip([a for acts in self._actors.values() for a in acts], infos, strict=True):
             actor.pid = int(info["pid"])
+            actor.workers = int(info.get("workers") or actor.workers)  # a shared actor has its creator's
+            actor.owned = info.get("owner", self._owner) == self._owner
 
     # -- actors -------------------------------------------------------------------------------
     def _start_actors(self, system: str) -> list[_Actor]:
@@ -267,14 +333,19 @@ class RayVerifierPool(VerifierPool):
         actors = []
         for index, (node_id, cpus) in enumerate(self._nodes):
             workers = self._workers_per_actor or max(1, cpus // max(1, len(self._systems)))
+            named: dict[str, Any] = {}
+            if self._share:
+                named = {"name": f"{self._share}:{system}:{node_id}", "namespace": SHARED_NAMESPACE,
+                         "get_if_exists": True}
             handle = _actor_class().options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
                 num_cpus=self._actor_num_cpus,
                 max_restarts=-1,
                 max_task_retries=0,  # the pool decides what is retried, once
                 max_concurrency=10_000,
+                **named,
             ).remote(workers, self._verifier_kwargs, self._system_kwargs, self._factory, self.spill_at,
-                     self._measure_cpu, self._context_allowance_s)
+                     self._measure_cpu, self._context_allowance_s, self._owner)
             actors.append(_Actor(handle, node_id, system, index, workers))
         self._actors[system] = actors
         return actors
@@ -284,9 +355,19 @@ class RayVerifierPool(VerifierPool):
         with self._lock:
             return [a.handle for a in self._actors.get(system, [])]
 
-    def _choose(self, system: str, key: str) -> _Actor:
-        actors = self._actors.get(system) or self._start_actors(system)
-        warm = [actors[i] for i in self._affinity.get(key, ())]
+    def _choose(self, system: str, key: str) -> _Actor | None:
+        """The actor for a check: this pool's node's while it is up (``node=``), else by context and load.
+
+        Actors whose node is lost are never chosen; actors that are down (restarting) only when none is up.
+        """
+        live = [a for a in self._actors.get(system) or self._start_actors(system) if not a.lost]
+        actors = [a for a in live if not a.down_since] or live
+        if not actors:
+            return None
+        here = [a for a in actors if a.node_id == self._node]
+        if here:
+            return here[0]
+        warm = [a for a in actors if a.index in self._affinity.get(key, ())]
         if warm:
             self._affinity.move_to_end(key)
             best = min(warm, key=lambda a: a.load / a.workers)
@@ -298,7 +379,7 @@ class RayVerifierPool(VerifierPool):
             chosen = idle[0]
         else:
             offset = int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16)
-            chosen = min(actors, key=lambda a: (a.load / a.workers, (a.index + offset) % len(actors)))
+            chosen = min(actors, key=lambda a: (a.load / a.workers, (a.index + offset) % len(live)))
         self._affinity[key] = [*(i for i in self._affinity.get(key, ()) if i != chosen.index), chosen.index]
         self._affinity.move_to_end(key)
         while len(self._affinity) > 65536:
@@ -318,11 +399,17 @@ class RayVerifierPool(VerifierPool):
     def _send(self, job: _RayJob) -> None:
         with self._lock:
             actor = self._choose(job.task.system, job.key)
-            actor.load += 1
-            job.attempts += 1
-            job.sent_while_down = actor.down_since > 0
-            token = next(self._job_ids)
-            self._inflight[token] = job
+            if actor is not None:
+                actor.load += 1
+                job.attempts += 1
+                job.sent_while_down = actor.down_since > 0
+                token = next(self._job_ids)
+                self._inflight[token] = job
+        if actor is None:
+            self._finish(job, PoolResult(job.request_id, job.task.id, job.task.system, HarnessFailure(
+                Boundary.WORKER_DIED, f"every node with a {job.task.system} verifier actor of this pool left the "
+                "cluster"), job.attempts, "ray", 0.0, time.monotonic() - job.submitted))
+            return
         try:
             ref = actor.handle.check.remote(job.task, job.proof, job.request_id)
             reply = ref.future()
@@ -346,6 +433,10 @@ class RayVerifierPool(VerifierPool):
             now = time.monotonic()
             with self._lock:
                 actor.down_since = actor.down_since or now
+                watch = not actor.watched and not actor.lost and not self._closed
+                actor.watched = actor.watched or watch
+            if watch:
+                threading.Thread(target=self._watch, args=(actor,), name="proofgym-ray-watch", daemon=True).start()
             if job.sent_while_down:
                 job.attempts -= 1  # sent to an actor already known to be restarting: it never ran there
             job.unavailable_since = job.unavailable_since or now
@@ -381,6 +472,28 @@ class RayVerifierPool(VerifierPool):
                                      inner.attempts + job.attempts - 1, worker, inner.queue_s,
                                      time.monotonic() - job.submitted))
 
+    def _watch(self, actor: _Actor) -> None:
+        """Wait until a down actor answers again (Ray restarted it) or is gone for good (:func:`_gone`: then its
+        checks, and every later one, go to the other nodes' actors)."""
+        ray = _ray()
+        while not self._stop.is_set():
+            why = _gone(ray, actor.node_id, actor.handle)
+            if why:
+                with self._lock:
+                    actor.lost, actor.watched = True, False
+                    self._counters["actors_lost"] += 1
+                logger.warning("the %s verifier actor on node %s is dropped from the pool: %s", actor.system,
+                               actor.node_id[:8], why)
+                return
+            try:
+                info = ray.get(actor.handle.ready.remote(), timeout=5)
+            except Exception:  # noqa: BLE001 - still restarting (or unreachable): ask again
+                self._stop.wait(0.5)  # a pause between asks, not an ordering
+                continue
+            with self._lock:
+                actor.down_since, actor.watched, actor.pid = 0.0, False, int(info["pid"])
+            return
+
     def _failure(self, job: _RayJob, kind: str, text: str, actor: _Actor) -> PoolResult:
         return PoolResult(job.request_id, job.task.id, job.task.system, HarnessFailure.of(kind, text), job.attempts,
                           f"ray:{actor.node_id[:8]}:{actor.system}", 0.0, time.monotonic() - job.submitted)
@@ -410,17 +523,22 @@ class RayVerifierPool(VerifierPool):
                 "submitted": self._counters["submitted"],
                 "completed": self._counters["completed"],
                 "retries": self._counters["retries"],
+                "actors_lost": self._counters["actors_lost"],
                 "verdicts": dict(self._verdicts),
                 "harness_failures": dict(self._harness),
                 "verdict_cache": self.cache_stats(),
             }
-        per_actor = []
+        per_actor: list[dict[str, Any]] = []
         for actor in actors:
+            head: dict[str, Any] = {"node_id": actor.node_id, "system": actor.system, "load": actor.load, "lost": actor.lost,
+                    "owned": actor.owned}
+            if actor.lost:
+                per_actor.append({**head, "error": "lost: it never comes back"})
+                continue
             try:
-                per_actor.append({"node_id": actor.node_id, "system": actor.system, "load": actor.load,
-                                  **ray.get(actor.handle.stats.remote(), timeout=10)})
+                per_actor.append({**head, **ray.get(actor.handle.stats.remote(), timeout=10)})
             except Exception as exc:  # noqa: BLE001 - a restarting actor has no stats right now
-                per_actor.append({"node_id": actor.node_id, "system": actor.system, "error": type(exc).__name__})
+                per_actor.append({**head, "error": type(exc).__name__})
         out["per_actor"] = per_actor
         out["workers_alive"] = sum(int(a.get("workers_alive", 0)) for a in per_actor)
         out["worker_restarts"] = sum(int(a.get("worker_restarts", 0)) for a in per_actor)
@@ -431,7 +549,9 @@ class RayVerifierPool(VerifierPool):
             if self._closed:
                 return
             self._closed = True
-            actors = [a for acts in self._actors.values() for a in acts]
+            # a shared actor another pool created stays for that pool; a lost one is gone already
+            actors = [a for acts in self._actors.values() for a in acts if a.owned and not a.lost]
+        self._stop.set()
         ray = _ray()
         if ray.is_initialized():
             try:
