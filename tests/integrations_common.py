@@ -15,12 +15,13 @@ CHEAT_REPLY = "```coq\nProof. Admitted.\n```"
 
 
 class FakeBrokenVerifier:
-    """A fake Coq verifier whose prover always crashes: every check is a harness failure."""
+    """A fake verifier (Coq unless told another system) whose prover always crashes: every check is a harness failure."""
 
-    system = "coq"
+    def __init__(self, system: str = "coq") -> None:
+        self.system = system
 
     def check(self, task: Task, proof: str) -> CheckResult:
-        raise VerifierCrashed("fake: coqidetop died")
+        raise VerifierCrashed("fake: coqidetop died" if self.system == "coq" else f"fake: the {self.system} prover died")
 
     def close(self) -> None:
         pass
@@ -69,3 +70,11 @@ class FakeDataProto:
 
         return cls({"prompts": prompt_t, "responses": response_t, "attention_mask": mask},
                    {key: column(key) for key in ("data_source", "reward_model", "extra_info")})
+
+
+# Dafny (the packaged dafny-nl suite): a wrong body, the right one, and a cheat.
+DAFNY_TASK = "dafny.nl.abs"
+_ABS = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x || y == -x\n"
+DAFNY_FAIL = f"```dafny\n{_ABS}{{\n  y := x;\n}}\n```"
+DAFNY_OK = f"```dafny\n{_ABS}{{\n  if x < 0 {{\n    y := -x;\n  }} else {{\n    y := x;\n  }}\n}}\n```"
+DAFNY_CHEAT = f"```dafny\n{_ABS}{{\n  assume false;\n}}\n```"

@@ -16,7 +16,17 @@ import pytest
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool
 from proofgym.training.integrations.trl_spec import ProofgymSpec
 from tests.conftest import requires_coq
-from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier
+from tests.integrations_common import (
+    CHEAT_REPLY,
+    DAFNY_CHEAT,
+    DAFNY_FAIL,
+    DAFNY_OK,
+    DAFNY_TASK,
+    FAIL_REPLY,
+    OK_REPLY,
+    TASK,
+    FakeBrokenVerifier,
+)
 
 
 def test_the_spec_has_trls_three_properties_from_a_suite_name():
@@ -124,3 +134,28 @@ def test_the_pages_example_trains_one_step(tmp_path, monkeypatch):
     exec(compile(code, "docs/integrations/trl.md", "exec"), namespace)  # noqa: S102 - the page's own example
     assert namespace["trainer"].state.global_step == 1
     assert namespace["spec"].scorer.reward.totals["samples"] == 2
+
+
+def trl_rewards(trainer: Any, spec: ProofgymSpec, task_id: str, replies: list[str]) -> list[float]:
+    """The rewards TRL's own reward call gives ``replies`` to the row of ``task_id`` (NaN: no reward)."""
+    row = next(r for r in spec.train_dataset if r["task_id"] == task_id)
+    completions = [[{"role": "assistant", "content": text}] for text in replies]
+    rewards = trainer._calculate_rewards([dict(row) for _ in replies], [row["prompt"]] * len(replies), completions,
+                                         [[1]] * len(replies))
+    return rewards[:, 0].tolist()
+
+
+@pytest.mark.prover
+def test_trls_reward_call_scores_dafny_with_the_real_verifier(tmp_path):
+    from tests.test_dafny_common import dafny_verifier
+
+    with InProcessPool({"dafny": dafny_verifier()}) as pool, ProofgymSpec("dafny-nl", pool=pool) as spec:
+        rewards = trl_rewards(_trainer(tmp_path, spec), spec, DAFNY_TASK, [DAFNY_OK, DAFNY_FAIL, DAFNY_CHEAT])
+        verdicts = [o.verdict for o in spec.scorer.reward.last_outcomes]
+    assert (rewards, verdicts) == ([1.0, 0.0, -1.0], ["OK", "FAIL", "CHEATING"])
+
+
+def test_trls_reward_call_masks_a_dafny_harness_failure(tmp_path):
+    with InProcessPool({"dafny": FakeBrokenVerifier("dafny")}) as pool, ProofgymSpec("dafny-nl", pool=pool) as spec:
+        (reward,) = trl_rewards(_trainer(tmp_path, spec), spec, DAFNY_TASK, [DAFNY_OK])
+    assert math.isnan(reward)
