@@ -231,3 +231,68 @@ def test_grpo_with_the_node_service_awaits_the_reward_and_checks_each_completion
     assert sum(stats["verdicts"].values()) + sum(stats["harness_failures"].values()) == 8
     logged = [row for row in result.log_history if "verifier/wait_seconds" in row]
     assert len(logged) == 2
+
+
+def _grpo_rank(argv: list[str]) -> None:
+    """One torchrun rank: GRPO's own entry; what its reward backend saw at close, in ``$PROOFGYM_TEST_RECORD``."""
+    from proofgym.training import reward_service
+    from proofgym.training.grpo import main as grpo_main
+
+    seen: dict[str, Any] = {}
+    close = reward_service.RewardBackend.close
+
+    def record_then_close(self: reward_service.RewardBackend) -> None:
+        seen.update(url=self.service.url if self.service else None, owner=bool(self.service and self.service.owner),
+                    requests_sent=self.pool.requests_sent, stats=self.pool.stats() if self.service.owner else {})
+        close(self)
+
+    reward_service.RewardBackend.close = record_then_close  # type: ignore[method-assign]
+    result = grpo_main(argv)
+    Path(os.environ["PROOFGYM_TEST_RECORD"], f"rank{os.environ['RANK']}.json").write_text(json.dumps(
+        {**seen, "global_step": result.global_step, "totals": dict(result.reward_totals)}))
+
+
+@requires_coq
+@pytest.mark.prover
+@pytest.mark.slow
+def test_two_torchrun_ranks_of_grpo_score_on_the_one_service_local_rank_0_started(tmp_path):
+    pytest.importorskip("trl")
+    import subprocess
+    import sys
+
+    from proofgym.agents.tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model")
+    record = tmp_path / "record"
+    record.mkdir()
+    steps, batch = 2, 4
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "tests.test_reward_service", "--model_name_or_path", str(model), "--suite", str(SUITE),
+           "--output_dir", str(tmp_path / "run"), "--report_to", "none", "--max_steps", str(steps),
+           "--per_device_train_batch_size", str(batch), "--num_generations", "2", "--max_completion_length", "12",
+           "--beta", "0.01", "--heldout_fraction", "0", "--checkpoint_eval_at_end", "false", "--save_strategy", "no",
+           "--torch_threads", "1", "--verifier_workers", "1", "--prompt_context_chars", "60",
+           "--verifier_service", "node"]
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "PROOFGYM_TEST_RECORD": str(record)}
+    env.pop("PROOFGYM_VERIFIER_SERVICE", None)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    r0, r1 = (json.loads((record / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["owner"] and not r1["owner"] and r0["url"] == r1["url"]
+    assert r0["global_step"] == r1["global_step"] == steps
+    for r in (r0, r1):  # each rank's completions scored once each, in one request per step
+        assert r["totals"]["samples"] == steps * batch and "HARNESS_FAILURE" not in r["totals"]
+        assert r["requests_sent"] == steps
+    stats = r0["stats"]
+    assert stats["checks_total"] == 2 * steps * batch and stats["requests"]["/check 200"] == 2 * steps
+    assert sum(stats["verdicts"].values()) == 2 * steps * batch
+    host, port = r0["url"].removeprefix("http://").split(":")
+    with pytest.raises(ConnectionRefusedError), socket.create_connection((host, int(port)), timeout=10):
+        pass
+
+
+if __name__ == "__main__":  # one rank of the torchrun test above
+    import sys
+
+    _grpo_rank(sys.argv[1:])
