@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from proofgym.envs.types import Task
@@ -9,6 +11,7 @@ from proofgym.training.splits import (
     make_split,
     name_key,
     proof_key,
+    proof_sentences,
     statement_key,
     twin_groups,
     twins_across,
@@ -91,3 +94,60 @@ def test_the_split_has_three_disjoint_sides_of_whole_groups_and_skips_tasks_seen
     assert make_split(tasks, heldout_size=10, validation_size=6, seed=1, exclude=seen) == split  # fixed
     with pytest.raises(ValueError, match="eligible"):
         make_split(tasks, heldout_size=100, validation_size=6, seed=1)
+
+
+def test_proof_sentences_count_tactic_sentences_not_qualified_names():
+    assert proof_sentences("Proof. reflexivity. Qed.") == 1
+    assert proof_sentences("Proof.\n  now destruct n.\nQed.") == 1
+    assert proof_sentences("Proof. intros; rewrite Nat.add_comm; ring. Qed.") == 1  # `Nat.add_comm`: no sentence end
+    assert proof_sentences("Proof. intros n. ring. Qed.") == 2
+    assert proof_sentences("Proof.\n destruct b.\n - reflexivity.\n - reflexivity.\nDefined.") == 3
+
+
+def _shared_proof_split(min_sentences: int) -> tuple[Any, list[Task], list[Task]]:
+    """40 tasks with proofs of their own, 20 sharing `reflexivity.` and 20 sharing a two-sentence proof."""
+    own = [_task(f"s.lemma{i}", f"Lemma lemma{i} : {i} = {i}.", f"Proof. exact (eq_refl {i}). Qed.")
+           for i in range(40)]
+    one_liner = [_task(f"s.refl{i}", f"Lemma refl{i} : S {i} = S {i}.", "Proof. reflexivity. Qed.") for i in range(20)]
+    two = [_task(f"s.two{i}", f"Lemma two{i} (n : nat) : n * {i} = {i} * n.", "Proof.\n intros n.\n ring.\nQed.")
+           for i in range(20)]
+    split = make_split(own + one_liner + two, heldout_size=20, validation_size=10, seed=0,
+                       verbatim_min_sentences=min_sentences)
+    return split, one_liner, two
+
+
+def test_a_generic_one_liner_shared_across_groups_no_longer_blocks_heldout_with_min_sentences_2():
+    split, one_liner, two = _shared_proof_split(2)
+    taken = set(split.heldout) | set(split.validation)
+    assert {t.id for t in one_liner} & taken  # `reflexivity.` is tactic knowledge, not a leaked proof
+    assert not {t.id for t in two} & taken  # a shared two-sentence proof still keeps its tasks in training
+    assert split.checks["heldout_verbatim_proofs_in_train"] == 0 == split.checks["validation_verbatim_proofs_in_train"]
+    assert split.checks["verbatim_min_sentences"] == 2
+    shared = split.checks["heldout_short_proofs_shared_with_train"] + split.checks[
+        "validation_short_proofs_shared_with_train"]
+    assert shared == len({t.id for t in one_liner} & taken) > 0  # what the limit let through is counted
+
+
+def test_the_default_still_counts_every_proof_so_old_splits_reproduce():
+    split, one_liner, two = _shared_proof_split(1)
+    taken = set(split.heldout) | set(split.validation)
+    assert not {t.id for t in one_liner + two} & taken
+    assert split.checks["verbatim_min_sentences"] == 1 and "heldout_short_proofs_shared_with_train" not in split.checks
+    train = [_task("t.a", "Lemma a : 1 = 1.", "Proof. reflexivity. Qed.")]
+    held = [_task("h.b", "Lemma b : 2 = 2.", "Proof.\n reflexivity.\nQed.")]
+    assert verbatim_overlap(train, held) == [("h.b", "t.a")]
+    assert verbatim_overlap(train, held, min_sentences=2) == []
+
+
+def test_twins_and_mirrors_stay_together_whatever_the_verbatim_limit():
+    gt = _task("m.nat_compare_Gt_gt", "Lemma nat_compare_Gt_gt n m : (n ?= m) = Gt -> n>m.", "Proof. auto. Qed.")
+    lt = _task("m.nat_compare_Lt_lt", "Lemma nat_compare_Lt_lt n m : (n ?= m) = Lt -> n<m.", "Proof. auto. Qed.")
+    seen = _task("m.Nat.lem0_l", "Lemma lem0_l n : 0 + n = n.", "Proof. reflexivity. Qed.")
+    mirror = _task("m.Z.lem0_r", "Lemma lem0_r z : z + 0 = z.", "Proof. intros z. ring. Qed.")
+    others = [_task(f"o.x{i}", f"Lemma x{i} : {i} <= {i} + 1.", f"Proof. lia{i}. Qed.") for i in range(30)]
+    split = make_split([gt, lt, seen, mirror, *others], heldout_size=12, validation_size=6, seed=3,
+                       exclude={seen.id}, verbatim_min_sentences=2)
+    for side in (split.heldout, split.validation, split.train):
+        assert (gt.id in side) == (lt.id in side)
+    assert seen.id in split.train and mirror.id in split.train  # seen before: its whole group stays in training
+    assert split.checks["heldout_twins_in_train"] == split.checks["validation_twins_in_train"] == 0

@@ -126,6 +126,19 @@ def proof_key(proof: str) -> str:
     return " ".join(body.split())
 
 
+_SENTENCE_END = re.compile(r"\.(?=\s|$)")
+
+
+def proof_sentences(proof: str) -> int:
+    """How many sentences (a period before a space or the end) a reference proof has, bar ``Proof.``/``Qed.``:
+    ``reflexivity.``, ``now destruct n.`` and ``intros; ring.`` have one; ``intros n. ring.`` has two."""
+    return len(_SENTENCE_END.findall(proof_key(proof)))
+
+
+def _counts_as_verbatim(proof: str, min_sentences: int) -> bool:
+    return min_sentences <= 1 or proof_sentences(proof) >= min_sentences
+
+
 def twin_keys(task: Any) -> set[str]:
     """Keys that make two tasks twins (either one shared joins them)."""
     return {f"name:{name_key(task.id)}", f"stmt:{statement_key(task.statement)}"}
@@ -163,11 +176,15 @@ def twins_across(train: Iterable[Any], heldout: Iterable[Any]) -> list[tuple[str
     return sorted({(t.id, other) for t in heldout for key in twin_keys(t) for other in by_key.get(key, [])})
 
 
-def verbatim_overlap(train: Iterable[Any], heldout: Iterable[Any]) -> list[tuple[str, str]]:
-    """Pairs (held-out id, training id) whose reference proofs are the same text (bar Proof./Qed. and spacing)."""
+def verbatim_overlap(train: Iterable[Any], heldout: Iterable[Any], *, min_sentences: int = 1) -> list[tuple[str, str]]:
+    """Pairs (held-out id, training id) whose reference proofs are the same text (bar Proof./Qed. and spacing).
+
+    ``min_sentences``: only proofs of at least that many sentences count (see :func:`make_split`).
+    """
     by_proof: dict[str, list[str]] = defaultdict(list)
     for task in train:
-        by_proof[proof_key(task.reference_proof)].append(task.id)
+        if _counts_as_verbatim(task.reference_proof, min_sentences):
+            by_proof[proof_key(task.reference_proof)].append(task.id)
     return sorted({(t.id, other) for t in heldout for other in by_proof.get(proof_key(t.reference_proof), [])})
 
 
@@ -187,23 +204,31 @@ class Split:
 
 
 def make_split(tasks: Sequence[Any], *, heldout_size: int, validation_size: int, seed: int = 0,
-               exclude: Collection[str] = ()) -> Split:
+               exclude: Collection[str] = (), verbatim_min_sentences: int = 1) -> Split:
     """Whole twin groups, in seeded-hash order, to held-out, then validation; the rest is training.
 
     A group may go to held-out or validation only when none of its tasks is in ``exclude`` (tasks
     looked at before) and none of its reference proofs appears verbatim outside the group.
+
+    ``verbatim_min_sentences``: only reference proofs of at least that many sentences count as verbatim
+    leaks (1, the default: every proof). The check is there to stop a model scoring by memorising a
+    *specific* proof; a generic one-sentence proof (``reflexivity.``, ``now destruct n.``,
+    ``intros; ring.``) shared by many unrelated tasks is tactic knowledge, and with 2 it no longer keeps
+    a group out. Twins and mirrors are joined as before whatever the value.
     """
     groups = twin_groups(tasks)
     proof_groups: dict[str, set[int]] = defaultdict(set)
     for g, group in enumerate(groups):
         for task in group:
-            proof_groups[proof_key(task.reference_proof)].add(g)
+            if _counts_as_verbatim(task.reference_proof, verbatim_min_sentences):
+                proof_groups[proof_key(task.reference_proof)].add(g)
     excluded = set(exclude)
 
     def eligible(g: int) -> bool:
         group = groups[g]
         return not any(t.id in excluded for t in group) and all(
-            proof_groups[proof_key(t.reference_proof)] == {g} for t in group)
+            proof_groups[proof_key(t.reference_proof)] == {g} for t in group
+            if _counts_as_verbatim(t.reference_proof, verbatim_min_sentences))
 
     def rank(g: int) -> str:
         return hashlib.blake2b(f"{seed}:{min(t.id for t in groups[g])}".encode(), digest_size=8).hexdigest()
@@ -226,8 +251,12 @@ def make_split(tasks: Sequence[Any], *, heldout_size: int, validation_size: int,
     for name, ids in (("heldout", held), ("validation", valid)):
         side_tasks = [by_id[i] for i in ids]
         checks[f"{name}_twins_in_train"] = len(twins_across(train_tasks, side_tasks))
-        checks[f"{name}_verbatim_proofs_in_train"] = len(verbatim_overlap(train_tasks, side_tasks))
+        checks[f"{name}_verbatim_proofs_in_train"] = len(
+            verbatim_overlap(train_tasks, side_tasks, min_sentences=verbatim_min_sentences))
+        if verbatim_min_sentences > 1:  # what the limit let through, counted: generic proofs shared with training
+            checks[f"{name}_short_proofs_shared_with_train"] = len({h for h, _ in verbatim_overlap(train_tasks, side_tasks)})
     checks["heldout_twins_in_validation"] = len(twins_across([by_id[i] for i in valid], [by_id[i] for i in held]))
+    checks["verbatim_min_sentences"] = verbatim_min_sentences
     checks["groups"] = len(groups)
     checks["largest_group"] = max(len(g) for g in groups)
     return Split(train=train, validation=valid, heldout=held, seed=seed, checks=checks)
@@ -251,7 +280,7 @@ def load_suite_tasks(suite: str) -> list[Any]:
 
 def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int, validation_size: int,
                      train_pool: int, seed: int, exclude_files: Sequence[str] = (), validate: bool = True,
-                     workers: int = 1) -> dict[str, Any]:
+                     workers: int = 1, verbatim_min_sentences: int = 1) -> dict[str, Any]:
     """The record a split file holds: ids per side, the checks, and how it was made.
 
     ``train_pool``: how many training tasks (seeded-hash order) the record lists and validates (0: all);
@@ -267,7 +296,7 @@ def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int
         old = json.loads(Path(path).read_text(encoding="utf-8"))
         exclude |= {i for key in ("heldout_ids", "validation_ids", "train_ids") for i in old.get(key, [])}
     split = make_split(tasks, heldout_size=heldout_size, validation_size=validation_size, seed=seed,
-                       exclude=exclude)
+                       exclude=exclude, verbatim_min_sentences=verbatim_min_sentences)
 
     def rank(task_id: str) -> str:
         return hashlib.blake2b(f"{seed}:train:{task_id}".encode(), digest_size=8).hexdigest()
@@ -306,13 +335,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=27, help="seed of the group hash")
     p.add_argument("--exclude", action="append", default=[], help="an earlier split file: its tasks were looked "
                    "at, so they (and their twins) stay out of held-out and validation (repeatable)")
+    p.add_argument("--verbatim-min-sentences", type=int, default=1, help="only reference proofs of at least N "
+                   "sentences (bar Proof./Qed.) count as verbatim leaks; 2 lets a generic one-liner such as "
+                   "`reflexivity.` shared by many tasks into held-out (default 1: every proof counts)")
     p.add_argument("--no-validate", action="store_true", help="skip checking the reference proofs")
     p.add_argument("--workers", type=int, default=1, help="validation workers")
     p.add_argument("--out", required=True, help="the split file to write")
     args = p.parse_args(argv)
     record = build_split_file(args.suite, categories=args.category or ["P1", "P2"], heldout_size=args.heldout_size,
                               validation_size=args.validation_size, train_pool=args.train_pool, seed=args.seed,
-                              exclude_files=args.exclude, validate=not args.no_validate, workers=args.workers)
+                              exclude_files=args.exclude, validate=not args.no_validate, workers=args.workers,
+                              verbatim_min_sentences=args.verbatim_min_sentences)
     record["command"] = "python -m proofgym.training.splits " + " ".join(argv if argv is not None else sys.argv[1:])
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in record.items() if not k.endswith("_ids")}, indent=1))
