@@ -23,6 +23,10 @@ class FakeBrokenVerifier:
     def check(self, task: Task, proof: str) -> CheckResult:
         raise VerifierCrashed("fake: coqidetop died" if self.system == "coq" else f"fake: the {self.system} prover died")
 
+    def open(self, task: Task) -> Any:
+        """Tactic mode: the prover dies opening the task."""
+        self.check(task, "")
+
     def close(self) -> None:
         pass
 

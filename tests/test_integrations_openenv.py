@@ -186,3 +186,42 @@ def test_the_hub_packages_server_serves_the_suite_it_is_told(monkeypatch):
         assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
     finally:
         module.app.state.proofgym.close()  # no check ran, so no worker was started: close() is still the contract
+
+
+def tactic_app(scorer: ProofScorer) -> Any:
+    """Tactic-v0 on OpenEnv's own ``create_app``, as docs/integrations/openenv.md serves it."""
+    from openenv.core.env_server.http_server import create_app
+
+    from proofgym.training.integrations.openenv_tactic import TacticAction, TacticEnvironment, TacticObservation
+
+    return create_app(lambda: TacticEnvironment(scorer), TacticAction, TacticObservation, env_name="proofgym-tactic",
+                      max_concurrent_envs=2)
+
+
+@requires_coq
+@pytest.mark.prover
+def test_openenvs_client_proves_a_task_tactic_by_tactic_with_real_coq(coq_verifier):
+    with ProofScorer("coq-tiny", tactic_verifier=coq_verifier) as scorer, serving(tactic_app(scorer)) as url, \
+            GenericEnvClient(base_url=url).sync() as env:
+        first = env.reset(task_id=TASK)
+        assert (first.reward, first.done, first.observation["state_id"]) == (None, False, 0)
+        assert "a < b -> a <= b" in first.observation["goals"]
+        steps = [env.step({"tactic": t}) for t in ("reflexivity.", "intros.", "Admitted.")]
+        done = env.step({"tactic": "lia.", "state_id": steps[1].observation["state_id"]})  # named state
+        state = env.state()
+    assert [(s.observation["verdict"], s.reward, s.done) for s in steps] == [
+        ("FAIL", 0.0, False), (None, 0.0, False), ("CHEATING", -1.0, False)]
+    assert "Unable to unify" in steps[0].observation["last_error"]  # the prover's error, the state unchanged
+    assert steps[0].observation["state_id"] == 0 and "H : a < b" in steps[1].observation["goals"]
+    assert (done.observation["verdict"], done.reward, done.done) == ("OK", 1.0, True)  # the whole proof re-checked
+    assert state["episode_return"] == 0.0  # the cheat's -1 and the proof's 1
+
+
+def test_a_broken_prover_in_a_tactic_session_is_no_reward_over_the_websocket():
+    with ProofScorer("coq-tiny", tactic_verifier=FakeBrokenVerifier()) as scorer, \
+            serving(tactic_app(scorer)) as url, GenericEnvClient(base_url=url).sync() as env:
+        broken = env.reset(task_id=TASK)
+        after = env.step({"tactic": "intros."})
+    assert (broken.reward, broken.done) == (None, True)
+    assert broken.observation["harness_error"] == "VerifierCrashed: fake: coqidetop died"
+    assert (after.reward, after.done) == (None, True)

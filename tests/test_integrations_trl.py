@@ -7,6 +7,7 @@ against the real Coq verifier on the packaged ``coq-tiny`` suite.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def test_the_spec_has_trls_three_properties_from_a_suite_name():
         assert [f.__name__ for f in spec.reward_funcs] == ["verifier"]
 
 
-def _trainer(tmp_path: Path, spec: ProofgymSpec) -> Any:
+def _trainer(tmp_path: Path, spec: ProofgymSpec, **config: Any) -> Any:
     trl = pytest.importorskip("trl")
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -50,7 +51,8 @@ def _trainer(tmp_path: Path, spec: ProofgymSpec) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(model)
     tokenizer.chat_template = template.read_text()
     args = GRPOConfig(output_dir=str(tmp_path / "run"), report_to="none", per_device_train_batch_size=2,
-                      num_generations=2, max_completion_length=8, use_cpu=True, save_strategy="no")
+                      num_generations=2, use_cpu=True, save_strategy="no",
+                      **{"max_completion_length": 8, **config})
     return GRPOTrainer(model=str(model), args=args, processing_class=tokenizer, train_dataset=spec.train_dataset,
                        environment_factory=spec.environment_factory, rollout_func=spec.rollout_func,
                        reward_funcs=spec.reward_funcs)
@@ -159,3 +161,47 @@ def test_trls_reward_call_masks_a_dafny_harness_failure(tmp_path):
     with InProcessPool({"dafny": FakeBrokenVerifier("dafny")}) as pool, ProofgymSpec("dafny-nl", pool=pool) as spec:
         (reward,) = trl_rewards(_trainer(tmp_path, spec), spec, DAFNY_TASK, [DAFNY_OK])
     assert math.isnan(reward)
+
+
+def tool_call(tactic: str) -> str:
+    """A Qwen3 tool call of ``apply_tactic`` (the template TRL parses tool calls with here)."""
+    return f'<tool_call>\n{{"name": "apply_tactic", "arguments": {{"tactic": {json.dumps(tactic)}}}}}\n</tool_call><|im_end|>'
+
+
+@requires_coq
+@pytest.mark.prover
+def test_trls_tool_loop_proves_a_task_tactic_by_tactic_with_real_coq(tmp_path, coq_verifier):
+    with ProofgymSpec("coq-tiny", tactics=True, tactic_verifier=coq_verifier) as spec:
+        assert spec.reward_funcs == []  # the env owns the reward (get_reward), which TRL adds as a reward source
+        trainer = _trainer(tmp_path, spec, max_completion_length=1024)
+        tokenizer = trainer.processing_class
+        # the policy's turns for both rollouts of the task: a tactic Coq rejects, two that prove it, then the answer
+        script = iter([tool_call("reflexivity."), tool_call("intros."), tool_call("lia."), "Proved.<|im_end|>"])
+
+        def scripted_policy(prompt_ids: list[list[int]], *args: Any, **kwargs: Any) -> tuple[list[list[int]], None]:
+            reply = next(script)
+            return [tokenizer(reply, add_special_tokens=False)["input_ids"] for _ in prompt_ids], None
+
+        trainer._generate_single_turn = scripted_policy  # TRL's tool loop calls the tool; TRL's reward call scores
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        out = trainer._generate_and_score_completions([dict(row), dict(row)])
+        sessions = [env.session for env in trainer.environments]  # the rollouts' envs, from TRL's pool
+        assert [s.verdict for s in sessions] == ["OK", "OK"]
+        assert [s.episode_return for s in sessions] == [1.0, 1.0]
+        text = tokenizer.decode(out["completion_ids"][0][out["completion_mask"][0].bool()])
+        assert "Unable to unify" in text  # the prover's error on the bad tactic came back as the tool's reply
+        assert "Proof complete" in text
+        assert trainer._metrics["train"]["rewards/TacticToolEnv/mean"] == [1.0]  # TRL's reward call: get_reward
+
+
+def test_a_broken_prover_in_a_tactic_rollout_is_no_reward_in_trls_reward_call(tmp_path):
+    with ProofgymSpec("coq-tiny", tactics=True, tactic_verifier=FakeBrokenVerifier()) as spec:
+        trainer = _trainer(tmp_path, spec, max_completion_length=64)
+        env, apply_tactic = trainer._environment_pool[None][0], trainer._env_tools[None][0]
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        assert "fake: coqidetop died" in env.reset(**row)  # the prover broke opening the task
+        assert apply_tactic("intros.").startswith("The episode is over")
+        trainer.environments = [env]  # what TRL's generation step sets before it scores
+        rewards = trainer._calculate_rewards([dict(row)], [row["prompt"]],
+                                             [[{"role": "assistant", "content": "Proved."}]], [[1]])
+    assert math.isnan(rewards[0, 0].item())  # None from get_reward: TRL's "no reward", never 0

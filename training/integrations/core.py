@@ -12,6 +12,9 @@ these three things, so that no adapter holds a second copy of verdict, reward or
 - :class:`ProofSession`: one task's multi-turn repair episode (:class:`~proofgym.envs.episode.Episode`):
   each reply is checked, the verifier's feedback is the next user turn, OK, CHEATING, a harness
   failure or the turn budget ends it.
+- :class:`TacticSession`: one task's Tactic-v0 episode (``proofgym/Tactic-v0``'s ``TacticEnv``): one
+  tactic per step, the prover's goals or error back, the whole-proof check's verdict once no goal is
+  left; for trainers whose interface has tools or multi-step sessions (TRL's tool env, OpenEnv).
 - :func:`scorer_for`: one scorer per process for trainers that load a reward by name in workers they
   start themselves (verl, OpenRLHF, verifiers), made from their config on first use, closed at exit.
 
@@ -37,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.episode import FINAL_VERDICTS, Episode, TaskSet, Turn
+from proofgym.envs.errors import VerifierError
 from proofgym.envs.types import Task
 from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
-__all__ = ["CHATML_FEEDBACK", "ProofScorer", "ProofSession", "SuiteLike", "close_scorers", "scorer_for", "use_scorer"]
+__all__ = ["CHATML_FEEDBACK", "ProofScorer", "ProofSession", "SuiteLike", "TacticSession", "close_scorers",
+           "scorer_for", "use_scorer"]
 
 SuiteLike = str | Path | Sequence[Task | Mapping[str, Any]] | TaskSet
 
@@ -63,12 +68,17 @@ class ProofScorer:
         reward_map: Verdict -> reward (default OK 1, CHEATING -1, else 0).
         feedback_chars: Longest feedback text a repair turn shows.
         timeout_s: Longest wait for one batch; past it the unfinished replies are harness failures.
+        tactic_verifier: The verifier tactic sessions open on (one system; the caller owns it). Without
+            one, a verifier per system is made on first use and closed by :meth:`close`.
     """
 
     def __init__(self, suite: SuiteLike, *, pool: Any = None, service_url: str | None = None,
                  token: str | None = None, workers: int = 1, reward_map: Mapping[str, float] | None = None,
-                 feedback_chars: int = 2000, timeout_s: float | None = None) -> None:
+                 feedback_chars: int = 2000, timeout_s: float | None = None, tactic_verifier: Any = None) -> None:
+        from proofgym.envs.proof_env import VerifierSet
+
         self.tasks = TaskSet(suite)
+        self._tactic_verifiers = VerifierSet(tactic_verifier, None)
         self.service_url = service_url
         self._token = token
         self._workers = int(workers)
@@ -103,11 +113,12 @@ class ProofScorer:
         return LocalVerifierPool(max(1, self._workers))
 
     def close(self) -> None:
-        """Close the pool this scorer made (never one it was given). Idempotent."""
+        """Close the pool and tactic verifiers this scorer made (never ones it was given). Idempotent."""
         with self._lock:
             made, self._made_pool = self._made_pool, None
         if made is not None:
             made.close()
+        self._tactic_verifiers.close()
 
     def __enter__(self) -> ProofScorer:
         return self
@@ -158,6 +169,13 @@ class ProofScorer:
         """A multi-turn repair episode on ``task``."""
         return ProofSession(self, self.task(task), max_turns=max_turns)
 
+    def tactic_session(self, task: str | Task, *, max_steps: int = 50) -> TacticSession:
+        """A Tactic-v0 episode on ``task`` (its prover's tactic mode: Coq or HOL Light). Close it when done."""
+        task = self.task(task)
+        with self._lock:
+            verifier = self._tactic_verifiers.get(task.system)
+        return TacticSession(self, task, verifier, max_steps=max_steps)
+
 
 class ProofSession:
     """One task's repair episode: reply, verdict and feedback, until OK, CHEATING or the turn budget.
@@ -203,6 +221,81 @@ class ProofSession:
     def feedback_turn(self) -> dict[str, str]:
         """The user turn that carries the last verdict's feedback (for the next attempt)."""
         return self.scorer.repair_turn(self.task, self.episode.feedback)
+
+
+class TacticSession:
+    """One task's Tactic-v0 episode: a ``TacticEnv`` (``proofgym/Tactic-v0``) on the task, stepped by an adapter.
+
+    The env owns the semantics (a bad tactic is its observation with the prover's error and the state
+    unchanged; a cheat costs the CHEATING reward; once no goal is left the whole proof is re-checked and
+    that verdict is the reward); the session keeps the episode's return and turns a broken prover (an
+    infrastructure exception out of the step) into a harness failure: no reward, the episode over.
+    """
+
+    def __init__(self, scorer: ProofScorer, task: Task, verifier: Any, *, max_steps: int = 50) -> None:
+        from proofgym.envs.tactic_env import TacticEnv
+
+        self.task = task
+        self.env = TacticEnv([task], max_steps=max_steps, reward_map=dict(scorer.reward.reward_map.rewards),
+                             verifier=verifier)
+        self.observation: dict[str, Any] = {}
+        self.rewards: list[float] = []
+        self.verdict: str | None = None  # the whole-proof check's, once a path finished
+        self.terminated = self.truncated = False
+        self.harness_error = ""
+        try:
+            self.observation, _ = self.env.reset(options={"task_id": task.id})
+        except VerifierError as exc:
+            self._broken(exc)
+
+    def step(self, action: Any) -> tuple[float | None, dict[str, Any]]:
+        """Apply one tactic (text, ``"@<state_id> tactic"`` or ``{"tactic", "state_id"}``): its reward and info.
+
+        The reward is ``None`` for a harness failure (the episode then ends).
+        """
+        if self.done:
+            raise RuntimeError(f"the tactic session on {self.task.id} is over ({len(self.rewards)} steps); "
+                               f"start another")
+        try:
+            self.observation, reward, self.terminated, self.truncated, info = self.env.step(action)
+        except VerifierError as exc:
+            self._broken(exc)
+            return None, {"harness_error": self.harness_error}
+        self.rewards.append(float(reward))
+        if info.get("result") is not None and info.get("proof") is not None:
+            self.verdict = info["verdict"]  # a finished path's whole-proof verdict
+        return float(reward), info
+
+    def _broken(self, exc: BaseException) -> None:
+        self.harness_error = f"{type(exc).__name__}: {exc}"
+        self.truncated = True
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def episode_return(self) -> float | None:
+        """The sum of the step rewards (``None`` after a harness failure: the episode says nothing)."""
+        return None if self.harness_error else sum(self.rewards)
+
+    def describe(self) -> str:
+        """The state for a model to read: the proof state's id and goals, the prover's last error, or the end."""
+        if self.harness_error:
+            return f"The prover itself failed ({self.harness_error}); this says nothing about the proof."
+        obs = self.observation
+        if self.terminated:
+            return f"Proof complete: the whole proof was checked ({self.verdict})."
+        lines = [f"Proof state {obs['state_id']} (step {obs['steps']}):", obs["goals"] or "(no goals)"]
+        if obs["last_error"]:
+            lines.append(f"Error: {obs['last_error']}")
+        if self.truncated:
+            lines.append("No more steps.")
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        """Stop the episode's prover session (the verifier itself is the scorer's). Idempotent."""
+        self.env.close()
 
 
 # -- one scorer per process, for trainers that load a reward by name ----------------------------
