@@ -16,7 +16,7 @@ import pytest
 
 from proofgym.envs.tasks.suites import load_tasks, suite_dir
 from proofgym.envs.types import Verdict
-from proofgym.training.evaluate import ReferenceAgent, run_eval
+from proofgym.training.evaluate import EvalOptions, ReferenceAgent, run_eval
 from tests.conftest import requires_coq, seeded_sample
 
 pytestmark = [pytest.mark.prover, requires_coq]
@@ -63,8 +63,8 @@ def test_a_seeded_sample_validates_and_its_references_are_accepted(sampled, tmp_
     assert {t.category for t in kept} == {"P1", "P2", "P3"}
     assert all("allowed_axioms" in t.metadata for t in kept)
     rows = []
-    summary = run_eval(kept, agent=ReferenceAgent(), k=1, out=tmp_path / "ref.jsonl", workers=2,
-                       progress=False, on_result=rows.append)
+    summary = run_eval(kept, agent=ReferenceAgent(), out=tmp_path / "ref.jsonl",
+                       options=EvalOptions(k=1, workers=2, progress=False), on_result=rows.append)
     rejected = [(r["task_id"], r["verdict"], r["reasons"][:1]) for r in rows if r["verdict"] != Verdict.OK.value]
     assert summary.harness_failures == 0
     assert not rejected, f"honest reference proofs rejected: {rejected[:10]}"

@@ -16,6 +16,7 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.types import Task
 from proofgym.training.evaluate import (
     EvalConfig,
+    EvalOptions,
     evaluate,
     failure_type,
     pass_at_k,
@@ -144,10 +145,19 @@ def test_summary_table_shows_fixing_and_notes():
 SCRIPT = {"a": "```coq\ngood\n```", "b": "cheat", "c": "garbage", "d": "unknown_lemma"}
 
 
+def test_eval_options_are_checked_once_when_made():
+    # A run's options are one frozen value, checked when made: a bad one never starts a pool.
+    with pytest.raises(ProofgymError, match="need 1 <= k <= n, got k=2, n=1"):
+        EvalOptions(k=2, n=1)
+    with pytest.raises(ProofgymError, match="batch_size >= 1"):
+        EvalOptions(batch_size=0)  # no batch could start: the run would wait forever
+    assert EvalOptions(k=2).samples == 2 and EvalOptions(k=1, n=4).samples == 4
+
+
 def test_run_eval_counts_verdicts_and_cheats(tmp_path):
     rows = []
-    summary = run_eval(TASKS, agent=ScriptedAgent(SCRIPT), k=1, out=tmp_path / "r.jsonl", workers=2, progress=False,
-                       verifier=FAKE, on_result=rows.append)
+    summary = run_eval(TASKS, agent=ScriptedAgent(SCRIPT), out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, workers=2, verifier=FAKE, progress=False), on_result=rows.append)
     assert dict(summary.verdicts) == {"OK": 1, "CHEATING": 1, "ERROR": 1, "FAIL": 1}
     assert summary.cheat_reasons == {"forbidden": 1}
     assert summary.failure_taxonomy["all"] == {"failures": 3, "logic": 0, "undefined": 1, "syntax": 1, "other": 1}
@@ -174,12 +184,13 @@ class FlakyAgent(ScriptedAgent):
 def test_agent_and_harness_failures_are_not_scored_and_are_redone(tmp_path):
     out = tmp_path / "r.jsonl"
     script = {**SCRIPT, "c": "crash"}  # the fake verifier raises VerifierError on "crash"
-    first = run_eval(TASKS, agent=FlakyAgent(script, {"b"}), k=1, out=out, progress=False, verifier=FAKE)
+    first = run_eval(TASKS, agent=FlakyAgent(script, {"b"}), out=out,
+                     options=EvalOptions(k=1, verifier=FAKE, progress=False))
     assert first.agent_failures == 1 and first.harness_failures == 1
     assert sorted(r["task_id"] for r in read_results(out)) == ["a", "d"]
     assert first.per_category["all"]["n"] == 2  # b and c have no result: not scored as wrong
     again = ScriptedAgent(SCRIPT)
-    second = run_eval(TASKS, agent=again, k=1, out=out, progress=False, verifier=FAKE)
+    second = run_eval(TASKS, agent=again, out=out, options=EvalOptions(k=1, verifier=FAKE, progress=False))
     assert sorted(r.task.id for r in again.calls) == ["b", "c"]  # only the missing ones
     assert second.agent_failures == 0 and dict(second.verdicts) == {"OK": 1, "CHEATING": 1, "ERROR": 1, "FAIL": 1}
 
@@ -198,14 +209,15 @@ class Interrupting(ScriptedAgent):
 def test_interrupted_run_resumes_to_identical_totals(tmp_path):
     tasks = [_task(f"t{i}", "P1" if i % 2 else "P2") for i in range(8)]
     script = {f"t{i}": ("good" if i % 3 else "nope") for i in range(8)}
-    full = run_eval(tasks, agent=ScriptedAgent(script), k=2, out=tmp_path / "full.jsonl", progress=False,
-                    verifier=FAKE, batch_size=1)
+    full = run_eval(tasks, agent=ScriptedAgent(script), out=tmp_path / "full.jsonl",
+                    options=EvalOptions(k=2, verifier=FAKE, batch_size=1, progress=False))
     part = tmp_path / "part.jsonl"
     with pytest.raises(KeyboardInterrupt):
-        run_eval(tasks, agent=Interrupting(script, after=5), k=2, out=part, progress=False, verifier=FAKE,
-                 batch_size=1)
+        run_eval(tasks, agent=Interrupting(script, after=5), out=part,
+                 options=EvalOptions(k=2, verifier=FAKE, batch_size=1, progress=False))
     assert 0 < len(read_results(part)) < 16
-    resumed = run_eval(tasks, agent=ScriptedAgent(script), k=2, out=part, progress=False, verifier=FAKE)
+    resumed = run_eval(tasks, agent=ScriptedAgent(script), out=part,
+                       options=EvalOptions(k=2, verifier=FAKE, progress=False))
     assert resumed.per_category == full.per_category and resumed.verdicts == full.verdicts
     assert resumed.n_results == full.n_results == 16
     assert len({(r["task_id"], r["sample"]) for r in read_results(part)}) == 16
@@ -216,14 +228,15 @@ def test_legacy_agents_with_act_still_work(tmp_path):
         def act(self, task, sample):
             return "good"
 
-    summary = run_eval(TASKS[:2], agent=Legacy(), k=1, out=tmp_path / "r.jsonl", progress=False, verifier=FAKE)
+    summary = run_eval(TASKS[:2], agent=Legacy(), out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, verifier=FAKE, progress=False))
     assert summary.verdicts == {"OK": 2}
 
 
 def test_repair_rounds_count_in_fix_not_pass(tmp_path):
     agent = ScriptedAgent({"a": ["nope", "good"], "*": "good"})
-    summary = run_eval(TASKS, agent=agent, k=1, out=tmp_path / "r.jsonl", progress=False, verifier=FAKE,
-                       strategy=PlainStrategy(attempts=2))
+    summary = run_eval(TASKS, agent=agent, out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, verifier=FAKE, progress=False), strategy=PlainStrategy(attempts=2))
     assert summary.per_category["P1"]["pass@1"] == 0.5 and summary.per_category["P1"]["fix@1"] == 1.0
     repair = next(r for r in agent.calls if r.task.id == "a" and r.attempt == 1)
     assert "goals remain" in repair.messages[-1]["content"]  # the verifier's feedback

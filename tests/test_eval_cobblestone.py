@@ -15,7 +15,7 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.tasks.suites import write_tasks
 from proofgym.envs.types import Task
-from proofgym.training.evaluate import read_results, run_eval
+from proofgym.training.evaluate import EvalOptions, read_results, run_eval
 from tests.conftest import requires_coq
 
 SPLIT = Task(id="cob.split", system="coq", context="",
@@ -60,7 +60,7 @@ def test_eval_cobblestone_repairs_a_broken_subgoal_by_recursion_on_coq(tmp_path)
     agent = ScriptedAgent({SPLIT.id: [BROKEN, "Proof. simpl. reflexivity. Qed."]})
     strategy = make_strategy("cobblestone", samples=1, invocations=2, hammer_tactics=[])
     out = tmp_path / "r.jsonl"
-    summary = run_eval([SPLIT], agent=agent, k=1, out=out, strategy=strategy, progress=False)
+    summary = run_eval([SPLIT], agent=agent, out=out, options=EvalOptions(k=1, progress=False), strategy=strategy)
     (row,) = read_results(out)
     assert row["verdict"] == "OK" and row["n_attempts"] == 1 and summary.per_category["all"]["pass@1"] == 1.0
     assert "discriminate" not in row["proof"] and "admit" not in row["proof"]
@@ -73,8 +73,8 @@ def test_eval_cobblestone_repairs_a_broken_subgoal_by_recursion_on_coq(tmp_path)
 def test_eval_cobblestone_unsolved_task_is_scored_on_the_agents_own_proof(tmp_path):
     agent = ScriptedAgent({SPLIT.id: [BROKEN, "Proof. exact I. Qed."]})
     out = tmp_path / "r.jsonl"
-    run_eval([SPLIT], agent=agent, k=1, out=out, strategy=make_strategy("cobblestone", samples=1, invocations=2,
-                                                                        hammer_tactics=[]), progress=False)
+    run_eval([SPLIT], agent=agent, out=out, options=EvalOptions(k=1, progress=False),
+             strategy=make_strategy("cobblestone", samples=1, invocations=2, hammer_tactics=[]))
     (row,) = read_results(out)
     # Nothing was proved: the attempt is the agent's first whole proof, and the env's verdict on it counts.
     assert row["verdict"] == "FAIL" and row["proof"] == BROKEN

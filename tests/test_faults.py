@@ -28,7 +28,7 @@ from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.training import eval_runs as evaluate  # ensure_writable lives there
-from proofgym.training.evaluate import ReferenceAgent, read_results, run_eval
+from proofgym.training.evaluate import EvalOptions, ReferenceAgent, read_results, run_eval
 from tests.conftest import requires_coq
 from tests.test_pool import FakeVerifier, _alive, fake_task
 
@@ -228,7 +228,8 @@ def test_low_disk_is_refused_before_any_check(tmp_path, tiny_suite, monkeypatch)
             return super().act(task, sample)
 
     with pytest.raises(ProofgymError, match="KiB free"):
-        run_eval(load_task_list(tiny_suite), agent=Agent(), k=1, out=tmp_path / "r.jsonl", progress=False)
+        run_eval(load_task_list(tiny_suite), agent=Agent(), out=tmp_path / "r.jsonl",
+                 options=EvalOptions(k=1, progress=False))
     assert started == [] and not (tmp_path / "r.jsonl").exists()
 
 

@@ -204,12 +204,13 @@ def test_ray_pool_real_coq_verdicts_and_clean_close(cluster, tiny_suite):
 @requires_coq
 def test_eval_on_the_ray_engine_gives_the_local_engines_totals(cluster, tiny_suite, tmp_path):
     """``proofgym eval --engine ray`` runs the same episodes through the same code path: same rows, same totals."""
-    from proofgym.training.evaluate import ReferenceAgent, read_results, run_eval
+    from proofgym.training.evaluate import EvalOptions, ReferenceAgent, read_results, run_eval
 
     tasks = load_task_list(tiny_suite)
-    local = run_eval(tasks, agent=ReferenceAgent(), k=1, out=tmp_path / "local.jsonl", workers=1, progress=False)
-    on_ray = run_eval(tasks, agent=ReferenceAgent(), k=1, out=tmp_path / "ray.jsonl", workers=2, engine="ray",
-                      progress=False)
+    local = run_eval(tasks, agent=ReferenceAgent(), out=tmp_path / "local.jsonl",
+                     options=EvalOptions(k=1, workers=1, progress=False))
+    on_ray = run_eval(tasks, agent=ReferenceAgent(), out=tmp_path / "ray.jsonl",
+                      options=EvalOptions(k=1, workers=2, engine="ray", progress=False))
     assert on_ray.verdicts == local.verdicts == {"OK": len(tasks) - 1, "FAIL": 1}  # tiny.wrong_ref
     assert on_ray.harness_failures == local.harness_failures == 0
     rows = {r["task_id"]: r["verdict"] for r in read_results(tmp_path / "ray.jsonl")}

@@ -11,7 +11,7 @@ import pytest
 from proofgym.agents import ScriptedAgent
 from proofgym.agents.strategies import PlainStrategy
 from proofgym.envs.types import Task
-from proofgym.training.evaluate import EvalConfig, evaluate, run_eval
+from proofgym.training.evaluate import EvalConfig, EvalOptions, evaluate, run_eval
 from tests.test_eval_fakes import FAKE
 
 pytest.importorskip("matplotlib")
@@ -69,8 +69,8 @@ def test_html_comparison_of_two_runs(tmp_path, suite):
 
 def test_report_recomputes_a_killed_runs_summary(tmp_path, suite):
     out = tmp_path / "killed" / "results.jsonl"
-    run_eval(TASKS, agent=ScriptedAgent({"*": "good"}), k=1, out=out, verifier=FAKE, progress=False,
-             strategy=PlainStrategy())
+    run_eval(TASKS, agent=ScriptedAgent({"*": "good"}), out=out,
+             options=EvalOptions(k=1, verifier=FAKE, progress=False), strategy=PlainStrategy())
     assert not (out.parent / "summary.json").exists()
     run = load_run(out.parent)
     assert run.summary["per_category"]["all"]["pass@1"] == 1.0 and run.summary["verdicts"] == {"OK": 9}

@@ -19,7 +19,7 @@ from proofgym.agents.strategies.selene import (
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import Task
-from proofgym.training.evaluate import read_results, run_eval
+from proofgym.training.evaluate import EvalOptions, read_results, run_eval
 from tests.conftest import requires_coq
 from tests.test_eval_fakes import FAKE
 
@@ -151,7 +151,8 @@ def test_fixed_in_round_two_counts_in_fixing_not_in_acc1(tmp_path):
     script["*"] = "```coq\nProof. wrong. Qed.\n```"  # demonstrations: the model fails on them
     agent = ScriptedAgent(script)
     out = tmp_path / "run" / "results.jsonl"
-    summary = run_eval(tasks, agent=agent, k=1, out=out, strategy=strategy, verifier=FAKE, progress=False)
+    summary = run_eval(tasks, agent=agent, out=out, options=EvalOptions(k=1, verifier=FAKE, progress=False),
+                       strategy=strategy)
     cat = target.category
     assert summary.per_category[cat]["pass@1"] == pytest.approx(0.5)  # ACC#1: the target failed first
     assert summary.per_category[cat]["fix@1"] == 1.0                   # fixing: it counts here
@@ -168,21 +169,23 @@ def test_fixed_in_round_two_counts_in_fixing_not_in_acc1(tmp_path):
     cache = json.loads((tmp_path / "run" / "selene_fixing_demos.json").read_text())
     assert all(d["failed_proof"] == "Proof. wrong. Qed." for ds in cache["demos"].values() for d in ds)
     again = ScriptedAgent(script)
-    run_eval(tasks, agent=again, k=1, out=out, strategy=SeleneStrategy(n_demos=2, sim=True), verifier=FAKE,
-             progress=False)
+    run_eval(tasks, agent=again, out=out, options=EvalOptions(k=1, verifier=FAKE, progress=False),
+             strategy=SeleneStrategy(n_demos=2, sim=True))
     assert again.calls == []
 
 
 def test_retry_ablation_and_no_fix(tmp_path):
     tasks = _suite()
     retry_agent = ScriptedAgent({"*": ["nope", "good"]})
-    summary = run_eval(tasks, agent=retry_agent, k=1, out=tmp_path / "a.jsonl", verifier=FAKE, progress=False,
+    summary = run_eval(tasks, agent=retry_agent, out=tmp_path / "a.jsonl",
+                       options=EvalOptions(k=1, verifier=FAKE, progress=False),
                        strategy=make_strategy("selene", n_demos=2, fix="retry"))
     assert summary.per_category["all"]["pass@1"] == 0.0 and summary.per_category["all"]["fix@1"] == 1.0
     second = next(r for r in retry_agent.calls if r.attempt == 1).messages[-1]["content"]
     assert "Try again" in second and "Error" not in second
-    none = run_eval(tasks, agent=ScriptedAgent({"*": ["nope", "good"]}), k=1, out=tmp_path / "b.jsonl",
-                    verifier=FAKE, progress=False, strategy=make_strategy("selene", n_demos=2, fix="none"))
+    none = run_eval(tasks, agent=ScriptedAgent({"*": ["nope", "good"]}), out=tmp_path / "b.jsonl",
+                    options=EvalOptions(k=1, verifier=FAKE, progress=False),
+                    strategy=make_strategy("selene", n_demos=2, fix="none"))
     assert none.max_attempts == 1 and "fix@1" not in none.per_category["all"]
 
 
@@ -196,7 +199,8 @@ def test_a_seeded_sample_per_category_is_evaluated_after_the_demonstrations_are_
     assert {t.id for t in sample_per_category(targets, 3, seed=1)} != {t.id for t in chosen}
     assert len(sample_per_category(targets, 50, seed=0)) == len(targets)  # a smaller category is taken whole
     agent = ScriptedAgent({"*": "good"})
-    summary = run_eval(tasks, agent=agent, k=1, out=tmp_path / "r.jsonl", verifier=FAKE, progress=False,
+    summary = run_eval(tasks, agent=agent, out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, verifier=FAKE, progress=False),
                        strategy=make_strategy("selene", n_demos=2, fix="none", per_category=3))
     assert {r["task_id"] for r in read_results(tmp_path / "r.jsonl")} == {t.id for t in chosen}
     assert summary.per_category["all"]["n"] == 6 and summary.per_category["P1"]["n"] == 3
@@ -208,8 +212,9 @@ def test_a_seeded_sample_per_category_is_evaluated_after_the_demonstrations_are_
 
 
 def test_dependency_augmentation_marks_the_run_as_an_upper_bound(tmp_path):
-    summary = run_eval(_suite(), agent=ScriptedAgent({"*": "good"}), k=1, out=tmp_path / "r.jsonl", verifier=FAKE,
-                       progress=False, strategy=make_strategy("selene", n_demos=2, dep=True, fix="none"))
+    summary = run_eval(_suite(), agent=ScriptedAgent({"*": "good"}), out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, verifier=FAKE, progress=False),
+                       strategy=make_strategy("selene", n_demos=2, dep=True, fix="none"))
     assert summary.upper_bound and UPPER_BOUND_NOTE in summary.notes
     assert summary.to_dict()["upper_bound"] is True
 
@@ -223,8 +228,8 @@ def test_selene_fixing_round_with_real_coq(tiny_suite, tmp_path):
     right = "```coq\nProof. induction n; simpl; [reflexivity | now rewrite IHn]. Qed.\n```"
     agent = ScriptedAgent({"tiny.add_0_r": [wrong, right], "*": "```coq\nProof. auto. Qed.\n```"})
     strategy = SeleneStrategy(n_demos=2, sim=True, seed=3)
-    summary = run_eval(tasks, agent=agent, k=1, out=tmp_path / "r.jsonl", strategy=strategy, workers=2,
-                       progress=False)
+    summary = run_eval(tasks, agent=agent, out=tmp_path / "r.jsonl",
+                       options=EvalOptions(k=1, workers=2, progress=False), strategy=strategy)
     assert "tiny.add_0_r" not in strategy.demo_ids()["P1"], "pick a seed that keeps the target"
     row = next(r for r in read_results(tmp_path / "r.jsonl") if r["task_id"] == "tiny.add_0_r")
     assert [a["verdict"] for a in row["attempts"]] == ["FAIL", "OK"]

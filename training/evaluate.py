@@ -29,7 +29,7 @@ from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
 from proofgym.agents.strategies.base import Strategy
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.verifiers.base import audit_options
-from proofgym.training.eval_engine import as_agent, run_eval
+from proofgym.training.eval_engine import EvalOptions, as_agent, run_eval
 from proofgym.training.eval_metrics import (
     FAILURE_TYPES,
     EvalSummary,
@@ -57,7 +57,8 @@ from proofgym.training.eval_runs import (
 )
 
 __all__ = [
-    "AGENT_NAMES", "FAILURE_TYPES", "EvalConfig", "EvalSummary", "ReferenceAgent", "RunPaths", "ScriptedAgent",
+    "AGENT_NAMES", "FAILURE_TYPES", "EvalConfig", "EvalOptions", "EvalSummary", "ReferenceAgent", "RunPaths",
+    "ScriptedAgent",
     "as_agent", "build_agent", "build_strategy", "ensure_writable", "evaluate", "failure_type", "file_sha256",
     "find_resumable", "load_config_file", "pass_at_k", "print_summary", "read_json_object", "read_results",
     "reported_ks", "run_eval", "run_identity", "run_prefix", "suite_name", "summarize",
@@ -169,9 +170,10 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
         if load_path:
             system_kwargs = {**system_kwargs, "coq": {**system_kwargs.get("coq", {}), "extra_args": load_path}}
         try:
-            summary = run_eval(tasks, agent=agent, k=cfg.k, n=cfg.samples, out=paths.results, workers=cfg.workers,
-                               engine=cfg.engine, system_kwargs=system_kwargs, progress=progress, strategy=strategy,
-                               batch_size=cfg.batch_size, verifier=cfg.verifier, cache_dir=paths.run_dir,
+            options = EvalOptions(k=cfg.k, n=cfg.samples, workers=cfg.workers, engine=cfg.engine,
+                                  verifier=cfg.verifier, system_kwargs=system_kwargs, batch_size=cfg.batch_size,
+                                  progress=progress, cache_dir=paths.run_dir)
+            summary = run_eval(tasks, agent, paths.results, options, strategy=strategy,
                                on_result=logger.log_result if logger else None, console=console)
         except BaseException:
             if logger:
