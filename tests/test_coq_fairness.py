@@ -15,8 +15,9 @@ import functools
 import pytest
 
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.base import Rejected
 from proofgym.envs.verifiers.coq.lexer import split_sentences
-from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.proof import normalize_proof
 
 # -- fast tier: the normaliser alone ---------------------------------------------------------------
 
@@ -88,7 +89,7 @@ def test_slips_are_normalised(proof: str, sentences: tuple[str, ...], note: str)
     pytest.param("Proof. rewrite addn0 in H *. Admitted.", "CHEATING", "Admitted", id="star-then-admitted"),
 ])
 def test_what_cannot_be_normalised(proof: str, verdict: str, reason: str) -> None:
-    with pytest.raises(ProofRejected) as info:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof, HARD)
     assert info.value.verdict == verdict
     assert reason in " ".join(info.value.reasons)
@@ -136,7 +137,7 @@ def test_a_statement_with_bare_binders_is_a_repeated_statement(proof: str, outco
         assert norm.sentences == outcome
         assert reason in " ".join(norm.notes)
         return
-    with pytest.raises(ProofRejected) as info:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof, statement)
     assert info.value.verdict == outcome
     assert reason in " ".join(info.value.reasons)
@@ -364,6 +365,6 @@ def test_english_that_starts_with_a_cheating_command_word_is_prose(proof: str, v
     if not verdict:
         assert normalize_proof(proof, HARD).sentences == ("Proof.", "(induction n; simpl; auto).", "Qed.")
         return
-    with pytest.raises(ProofRejected) as info:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof, HARD)
     assert info.value.verdict == verdict

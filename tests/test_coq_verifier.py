@@ -8,9 +8,10 @@ import time
 import pytest
 
 from proofgym.envs.types import ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.base import Rejected
 from proofgym.envs.verifiers.coq import CoqVerifier, audit_context, categorize, parse_assumptions
 from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
-from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.proof import normalize_proof
 from tests.conftest import requires_coq
 
 # -- fast tier: lexer, whitelist, parsers -----------------------------------------------------------
@@ -40,7 +41,7 @@ def test_normalize_wraps_tactics_and_keeps_structure():
     ("Proof. #[bypass_check(guard)] auto. Qed.", "attributes"),
 ])
 def test_whitelist_rejects_vernacular_as_cheating(proof, reason):
-    with pytest.raises(ProofRejected) as info:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof)
     assert info.value.verdict == "CHEATING" and reason in "; ".join(info.value.reasons)
 

@@ -38,7 +38,8 @@ from pathlib import Path
 import pytest
 
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.base import Rejected
+from proofgym.envs.verifiers.coq.proof import normalize_proof
 from proofgym.envs.verifiers.hol_light.proof import normalize_proof as hol_normalize
 from tests.conftest import requires_coq
 
@@ -51,8 +52,8 @@ def _coq(tid: str, statement: str = ADD_0, context: str = "") -> Task:
                 reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata={"allowed_axioms": []})
 
 
-def _rejected(proof: str, statement: str = ADD_0, context: str = "") -> tuple[str, list[str]]:
-    with pytest.raises(ProofRejected) as info:
+def _rejected(proof: str, statement: str = ADD_0, context: str = "") -> tuple[Verdict, tuple[str, ...]]:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof, statement, context)
     return info.value.verdict, info.value.reasons
 

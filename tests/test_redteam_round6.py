@@ -34,7 +34,8 @@ from __future__ import annotations
 import pytest
 
 from proofgym.envs.types import ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.base import Rejected
+from proofgym.envs.verifiers.coq.proof import normalize_proof
 from tests.conftest import requires_coq
 
 ADD_0 = "Lemma t (n : nat) : n + 0 = n."
@@ -47,8 +48,8 @@ def _coq(tid: str, statement: str = ADD_0, context: str = "") -> Task:
                 reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata={"allowed_axioms": []})
 
 
-def _rejected(proof: str, statement: str = ADD_0) -> ProofRejected:
-    with pytest.raises(ProofRejected) as info:
+def _rejected(proof: str, statement: str = ADD_0) -> Rejected:
+    with pytest.raises(Rejected) as info:
         normalize_proof(proof, statement)
     return info.value
 

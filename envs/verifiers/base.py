@@ -55,10 +55,49 @@ class ContextLoadError(TaskFormatError):
     """
 
 
+#: The error category of a rejection that does not name one: a cheat, a proof given up (logic), or text the
+#: prover cannot run (syntax).
+_REJECTION_CATEGORY = {Verdict.CHEATING: ErrorCategory.CHEATING, Verdict.FAIL: ErrorCategory.LOGIC}
+
+
+class Rejected(Exception):  # noqa: N818 - a verdict reached before the prover ran, not an error
+    """A submission the screening turns away before the prover runs it: a verdict, not a failure.
+
+    Every prover's screening raises it (Coq's normaliser, Dafny's lexer and declaration rules, the
+    shared submission check); :meth:`ProverVerifier.check` catches it in one place and answers
+    :meth:`result`, a :class:`CheckResult` from the ``precheck`` backend.
+
+    Attributes:
+        verdict: ``CHEATING`` (the construct can get an unproved statement accepted), ``ERROR`` (not a
+            proof the prover can run, with what to change), or ``FAIL`` (the proof gave itself up).
+        reasons: Why, one stable short string each.
+        category: The error category (default: from the verdict).
+        messages: Extra text for the feedback.
+    """
+
+    def __init__(self, verdict: Verdict, reasons: Iterable[str], category: ErrorCategory | None = None,
+                 messages: Iterable[str] = ()) -> None:
+        self.verdict = Verdict(verdict)
+        self.reasons = tuple(reasons)
+        self.category = category if category is not None else _REJECTION_CATEGORY.get(self.verdict,
+                                                                                       ErrorCategory.SYNTAX)
+        self.messages = tuple(messages)
+        super().__init__("; ".join(self.reasons))
+
+    def result(self) -> CheckResult:
+        """The verdict as a check result (``backend="precheck"``)."""
+        return CheckResult(self.verdict, self.reasons, self.messages, error_category=self.category,
+                           backend="precheck")
+
+    @classmethod
+    def invalid(cls, exc: InvalidSubmission) -> Rejected:
+        """A submission no prover may see (empty, binary, oversized): the same ERROR in every system."""
+        return cls(Verdict.ERROR, (f"invalid submission: {exc}",), ErrorCategory.SYNTAX)
+
+
 def invalid_submission(exc: InvalidSubmission) -> CheckResult:
     """The verdict on a submission no prover may see (empty, binary, oversized): the same in every system."""
-    return CheckResult(Verdict.ERROR, (f"invalid submission: {exc}",), error_category=ErrorCategory.SYNTAX,
-                       backend="precheck")
+    return Rejected.invalid(exc).result()
 
 
 class ProverVerifier(abc.ABC):
@@ -164,16 +203,22 @@ class ProverVerifier(abc.ABC):
                                    prover_version=result.prover_version or self.prover_version)
 
     def _screen_and_check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
+        """The shared screening, then the prover's :meth:`_check`; the one place a :class:`Rejected` (or an
+        :class:`~proofgym.envs.errors.InvalidSubmission`) from any prover's screening becomes its verdict."""
+        fenced = False
         try:
             text = validate_submission(proof)
-            code, fenced, _ = last_code_block(text)
-            if fenced:  # a reply sent as it was written: one fence rule for every prover (envs/parsing.py)
+            code, in_fence, _ = last_code_block(text)
+            if in_fence:  # a reply sent as it was written: one fence rule for every prover (envs/parsing.py)
                 if not code.strip():
                     raise InvalidSubmission("the fenced code block is empty: put the proof inside the fence")
                 text = validate_submission(code)
+            fenced = in_fence  # the note goes with what the prover's own screening or check answers
+            result = self._check(task, text, audit)
         except InvalidSubmission as exc:
-            return invalid_submission(exc)
-        result = self._check(task, text, audit)
+            result = Rejected.invalid(exc).result()
+        except Rejected as exc:
+            result = exc.result()
         if fenced:
             result = dataclasses.replace(result, messages=(FENCE_NOTE, *result.messages))
         return result

@@ -69,7 +69,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from proofgym.envs.types import ErrorCategory
+from proofgym.envs.types import Verdict
+from proofgym.envs.verifiers.base import Rejected
 from proofgym.envs.verifiers.coq.classes import (
     HELPER_WHY,
     CommandClass,
@@ -155,22 +156,6 @@ _STRUCTURAL = frozenset(f"""
     Unshelve Time Fail Succeed Timeout Info Local Global Polymorphic Monomorphic Program
     {_THEOREM_KEYWORDS.replace("|", " ")}
 """.split())
-
-
-class ProofRejected(Exception):
-    """The submission is not a proof script. ``verdict`` is ``"CHEATING"``, ``"ERROR"``, or ``"FAIL"`` (it gave the
-    proof up with ``Abort``)."""
-
-    def __init__(self, verdict: str, reasons: list[str], messages: list[str] | None = None) -> None:
-        super().__init__("; ".join(reasons))
-        self.verdict = verdict
-        self.reasons = reasons
-        self.messages = messages or []
-
-    @property
-    def category(self) -> ErrorCategory:
-        """The error category of the rejection: a cheat, a proof given up (logic), or text Coq cannot run."""
-        return {"CHEATING": ErrorCategory.CHEATING, "FAIL": ErrorCategory.LOGIC}.get(self.verdict, ErrorCategory.SYNTAX)
 
 
 @dataclass(frozen=True)
@@ -474,7 +459,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         context: The task's context; copies of its sentences before the proof are dropped.
 
     Raises:
-        ProofRejected: ``CHEATING`` for vernacular, holes and restarts;
+        Rejected: ``CHEATING`` for vernacular, holes and restarts;
             ``ERROR`` for text that cannot be cut into sentences and for slips that
             cannot be normalised, with a reason that says what to change.
     """
@@ -531,9 +516,9 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
                  for s in sentences):
             unlexed = rest
         else:
-            raise ProofRejected("ERROR", [f"syntax: {exc}"]) from None
+            raise Rejected(Verdict.ERROR, [f"syntax: {exc}"]) from None
     if not sentences:
-        raise ProofRejected("ERROR", ["syntax: the proof has no sentences"])
+        raise Rejected(Verdict.ERROR, ["syntax: the proof has no sentences"])
 
     task_key = _statement_key(strip_comments(statement)) if statement.strip() else None
     context_keys = _context_keys(context) if context else frozenset()
@@ -727,9 +712,9 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         elif body_code.endswith("."):
             tactic, terminator = body_code[:-1].rstrip(), "."
         else:  # pragma: no cover - the lexer only cuts at periods
-            raise ProofRejected("ERROR", [f"syntax: sentence without a period: {_short(code)}"])
+            raise Rejected(Verdict.ERROR, [f"syntax: sentence without a period: {_short(code)}"])
         if not tactic:
-            raise ProofRejected("ERROR", ["syntax: empty sentence"])
+            raise Rejected(Verdict.ERROR, ["syntax: empty sentence"])
         if any(c in ("Fail", "Succeed") for c in controls):
             notes.append(f"dropped `{_short(sentence.code)}` inside the proof (`Fail`/`Succeed` leave the proof "
                          "state as it was)")
@@ -750,7 +735,7 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     # -- after the proof -------------------------------------------------------------------------
     if unlexed:
         if not ended:
-            raise ProofRejected("ERROR", [f"syntax: the text after `{_short(body[-1].code if body else '')}` "
+            raise Rejected(Verdict.ERROR, [f"syntax: the text after `{_short(body[-1].code if body else '')}` "
                                           "cannot be cut into sentences (a sentence without its final period?)"])
         tail = tail + unlexed if tail else unlexed
     if ended and tail.strip():
@@ -768,14 +753,14 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         else:
             notes.append("dropped the text after the end of the proof")
     if cheats:
-        raise ProofRejected("CHEATING", cheats)
+        raise Rejected(Verdict.CHEATING, cheats)
     if gave_up:
-        raise ProofRejected("FAIL", [f"`{gave_up}` gives the proof up, so nothing is proved: finish the proof and "
+        raise Rejected(Verdict.FAIL, [f"`{gave_up}` gives the proof up, so nothing is proved: finish the proof and "
                                      "end it with `Qed.`", *errors])
     if errors:
-        raise ProofRejected("ERROR", errors)
+        raise Rejected(Verdict.ERROR, errors)
     if not out and not moved and not requires:
-        raise ProofRejected("ERROR", ["syntax: the submission has no proof: send the proof script, "
+        raise Rejected(Verdict.ERROR, ["syntax: the submission has no proof: send the proof script, "
                                       "from `Proof.` to `Qed.`"])
     bridge = _binder_bridge(restatement, strip_comments(statement)) if restatement else ""
     if bridge:

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import ErrorCategory, Goal, Task, Verdict
+from proofgym.envs.verifiers.base import Rejected
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import GoalSnapshot, IdeTop
 from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
-from proofgym.envs.verifiers.coq.proof import ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.proof import normalize_proof
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
 from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
 
@@ -123,9 +124,8 @@ class CoqTacticSession:
         start = self._node(start_id).state
         try:
             sentences = _step_sentences(tactic, self.task)
-        except ProofRejected as exc:
-            verdict = Verdict(exc.verdict)
-            return StepResult(False, start, "; ".join(exc.reasons), verdict, exc.category, tuple(exc.reasons))
+        except Rejected as exc:
+            return StepResult(False, start, "; ".join(exc.reasons), exc.verdict, exc.category, exc.reasons)
         if not sentences:
             return StepResult(False, start, "empty tactic", Verdict.ERROR, ErrorCategory.SYNTAX)
         return self._apply(start_id, sentences, timeout_s or self.task.timeout_s)
@@ -235,7 +235,7 @@ def _step_sentences(tactic: str, task: Task | None = None) -> tuple[str, ...]:
     """
     norm = normalize_proof(tactic, task.statement if task else "", task.context if task else "")
     if norm.requires:
-        raise ProofRejected("ERROR", [f"`{r.text}`: a tactic step cannot load a library; the proof may only "
+        raise Rejected(Verdict.ERROR, [f"`{r.text}`: a tactic step cannot load a library; the proof may only "
                                       "use the libraries the task's context loads, so remove it"
                                       for r in norm.requires])
     sentences = list(norm.sentences)
@@ -338,8 +338,8 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None, fo
     """
     try:
         sentences = list(_step_sentences(proof, session.task))
-    except ProofRejected as exc:
-        return Localization([], rejected=f"{exc.verdict}: {'; '.join(exc.reasons)}")
+    except Rejected as exc:
+        return Localization([], rejected=f"{exc.verdict.value}: {'; '.join(exc.reasons)}")
     ends = _block_ends(sentences)
     state = session.state(session.root if at is None else at)
     out: list[str] = []

@@ -43,7 +43,7 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import COQ
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ProverVerifier, invalid_submission
+from proofgym.envs.verifiers.base import ProverVerifier, Rejected
 from proofgym.envs.verifiers.coq import isolation
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import MESSAGE_BYTES, IdeTop, Reply
@@ -55,7 +55,7 @@ from proofgym.envs.verifiers.coq.lexer import (
     split_sentences,
     update_blocks,
 )
-from proofgym.envs.verifiers.coq.proof import STATEMENT_RE, NormalizedProof, ProofRejected, normalize_proof
+from proofgym.envs.verifiers.coq.proof import STATEMENT_RE, NormalizedProof, normalize_proof
 from proofgym.envs.verifiers.coq.tactic import CoqTacticSession, Localization, localize
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
 from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
@@ -269,13 +269,7 @@ class CoqVerifier(ProverVerifier):
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         task = self._with_prelude(task)
-        try:
-            normalized = self._prepare(task, proof)
-        except InvalidSubmission as exc:
-            return invalid_submission(exc)
-        except ProofRejected as exc:
-            return CheckResult(Verdict(exc.verdict), tuple(exc.reasons), tuple(exc.messages), error_category=exc.category,
-                               backend="precheck")
+        normalized = self._prepare(task, proof)  # a Rejected is the verdict (ProverVerifier._screen_and_check)
         # A context loaded from the isolation cache names its constants after the cache's module, so a check
         # whose statement or proof writes a `Top.` name runs on a replayed session, as without the cache
         # (red team round 4: `exact Top.f1` was FAIL with the cache and OK without).
@@ -321,7 +315,7 @@ class CoqVerifier(ProverVerifier):
         ``Require`` that names no library is ``ERROR``.
 
         Raises:
-            ProofRejected: as :func:`normalize_proof`, and for a ``Require`` that names no library.
+            Rejected: as :func:`normalize_proof`, and for a ``Require`` that names no library.
         """
         normalized = normalize_proof(proof, task.statement, task.context)
         if not normalized.requires:
@@ -355,7 +349,7 @@ class CoqVerifier(ProverVerifier):
                     notes.append(f"loaded {full} inside the proof, after the statement (its axioms and lemmas are "
                                  "checked like the proof's own)")
         if errors:
-            raise ProofRejected("ERROR", errors)
+            raise Rejected(Verdict.ERROR, errors)
         return normalized.with_library_sentences(sentences, notes, tuple(loads))
 
     def _session(self, context: str) -> _Session:
@@ -609,7 +603,7 @@ class CoqVerifier(ProverVerifier):
                 raise VerifierCrashed(f"the reference proof of {task.id} did not finish ({'; '.join(outcome.reasons)}),"
                                       " so the axioms it needs (the task's allow-list) are not known; list them in "
                                       "metadata.allowed_axioms")
-        except ProofRejected:
+        except Rejected:
             pass
         self._allowed_cache[_reference_key(task)] = allowed
         return base | allowed
@@ -846,11 +840,10 @@ class CoqVerifier(ProverVerifier):
             is not None  # as in _check: the same session resolves its Requires
         try:
             return self._prepare(task, task.reference_proof)
-        except InvalidSubmission as exc:
-            return invalid_submission(exc)
-        except ProofRejected as exc:
-            return CheckResult(Verdict(exc.verdict), tuple(exc.reasons), tuple(exc.messages), error_category=exc.category,
-                               backend="precheck")
+        except InvalidSubmission as exc:  # the reference audit does not go through check()
+            return Rejected.invalid(exc).result()
+        except Rejected as exc:
+            return exc.result()
         finally:
             self._replay = False
 

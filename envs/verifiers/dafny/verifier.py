@@ -56,7 +56,7 @@ from pathlib import Path
 from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import DAFNY
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.base import ProverVerifier
+from proofgym.envs.verifiers.base import ProverVerifier, Rejected
 from proofgym.envs.verifiers.dafny.equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
 from proofgym.envs.verifiers.dafny.integrity import (
     AXIOM_MARK,
@@ -354,7 +354,7 @@ class DafnyVerifier(ProverVerifier):
 
     def _check(self, task: Task, proof: str, audit: bool | None) -> CheckResult:
         result = self._check_program(task, proof, audit)
-        if result.verdict not in (Verdict.OK, Verdict.FAIL, Verdict.ERROR) or result.backend == "precheck":
+        if result.verdict not in (Verdict.OK, Verdict.FAIL, Verdict.ERROR):  # (a Rejected has passed by)
             return result
         # A declaration of the task left out altogether is no cheat (see _check_program), but the program is not
         # the task's either: never OK, and whatever Dafny said comes after what to change.
@@ -376,8 +376,7 @@ class DafnyVerifier(ProverVerifier):
         try:
             tokens = tokenize(program)
         except DafnyLexError as exc:
-            return CheckResult(Verdict.ERROR, (f"does not lex: {exc}",), error_category=ErrorCategory.PARSE_ERROR,
-                               backend="precheck")
+            raise Rejected(Verdict.ERROR, (f"does not lex: {exc}",), ErrorCategory.PARSE_ERROR) from None
         anchor = self._anchor(task)
         trusted, missing = trusted_ranges(anchor, tokens)
         # A declaration left out altogether (its name declared nowhere: the model sent its code without the context)
@@ -391,11 +390,9 @@ class DafnyVerifier(ProverVerifier):
         unknown: list[str] = []
         reasons += banned_constructs(tokens, trusted, allowed_attributes=anchor.task_attributes, unknown=unknown)
         if reasons:
-            return CheckResult(Verdict.CHEATING, tuple(reasons), error_category=ErrorCategory.CHEATING,
-                               backend="precheck")
+            raise Rejected(Verdict.CHEATING, reasons)
         if unknown:  # refused (fail closed), but nothing says it was an attempt: ERROR, saying what to change
-            return CheckResult(Verdict.ERROR, tuple(unknown), error_category=ErrorCategory.UNKNOWN,
-                               backend="precheck")
+            raise Rejected(Verdict.ERROR, unknown, ErrorCategory.UNKNOWN)
         # Dafny's view of every declaration (read without /noCheating, so that a bodyless cheat is named
         # as one), classified before anything is verified: what may lack a body gets {:axiom}, so that
         # /noCheating:1 holds the rest of the program -- the submission's declarations -- to the same

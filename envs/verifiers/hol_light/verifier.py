@@ -59,10 +59,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
+from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import HOL_LIGHT
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ContextLoadError, ProverVerifier, invalid_submission
+from proofgym.envs.verifiers.base import ContextLoadError, ProverVerifier
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
@@ -797,10 +797,7 @@ class HolLightVerifier(ProverVerifier):
         """
         goal = goal_text(task.statement)
         base = str(task.metadata.get("base", "plain"))
-        try:
-            proof = normalize_proof(proof)
-        except InvalidSubmission as exc:
-            return invalid_submission(exc)
+        proof = normalize_proof(proof)  # an InvalidSubmission is the verdict (ProverVerifier._screen_and_check)
         # A process that dies under the attempt (a worker, its zygote, or the server) may have been killed
         # from outside (an operator, the OOM killer): the attempt is run once more on fresh processes, and
         # only a second death is its verdict (ERROR). A server that is late is not retried: it would be
