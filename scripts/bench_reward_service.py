@@ -113,6 +113,10 @@ def table(arms: list[dict[str, Any]]) -> str:
                      f"{a['check_s']:.3f} | {a['peak_rss_gib']:.2f} | {a['samples']} | {a['ok']} | "
                      f"{a['harness_failures']} |")
     lines.append("")
+    for a in arms:
+        if a["harness_failures"]:
+            lines.append(f"- **{a['mode']} x {a['procs']}: {a['harness_failures']} harness failures**: its wait is not "
+                         f"the time of real checks; fix the verifier (or the service) and run again")
     for procs in sorted({a["procs"] for a in arms}):
         pool = next(a for a in arms if a["procs"] == procs and a["mode"] == "pool")
         service = next(a for a in arms if a["procs"] == procs and a["mode"] == "service")

@@ -122,6 +122,30 @@ def test_a_prefetched_batch_is_sent_once_and_the_reward_call_takes_its_answer(tm
         reward.pool.close()
 
 
+def test_the_starting_rank_closing_on_an_error_does_not_wait_for_the_others(tmp_path, capsys):
+    """On the way out of an error the launcher stops the other ranks once this one exits: no goodbye wait."""
+    node = NodeVerifierService.open(tmp_path, lambda: LocalVerifierPool(1, verifier_factory=FakeVerifier),
+                                    rank=0, ranks=2, close_wait_s=0.2)
+    url = node.url
+    with pytest.raises(RuntimeError, match="training broke"):
+        try:
+            raise RuntimeError("training broke")
+        finally:
+            node.close()
+    assert "closing it anyway" not in capsys.readouterr().err
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])),
+                                                                         timeout=10):
+        pass
+
+
+def test_closing_the_pool_makes_a_waiting_check_a_closed_harness_failure():
+    pool = ServicePool(_free_port_url())
+    pool.close()
+    (result,) = pool.check_batch([(fake_task(0), "ok")])
+    assert result.result is None and result.error_kind == "closed"
+    assert pool.submit(fake_task(0), "ok").result().error_kind == "closed"
+
+
 # -- prover tier: two ranks, one service ------------------------------------------------------------------
 def _rank(rank: int, rendezvous: str, out: str) -> None:
     """One training rank's use of the node's service (run in its own process)."""
@@ -142,13 +166,13 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
                               "verdicts": [o.verdict for o in reward.last_outcomes],
                               "requests_sent": reward.pool.requests_sent}
     (done / f"scored.{rank}").write_text("1")
-    if rank == 0:
-        _wait_for(lambda: (done / "scored.1").exists(), timeout_s=300, what="rank 1's batch")
+    if rank == 1:  # the last to use it: both ranks' requests are in
         record["metrics"] = reward.pool.stats()
+    else:
         service_pool = node._service.pool  # noqa: SLF001 - the test looks at what close must free
         record["workers"] = service_pool.worker_pids()
     reward.pool.close()
-    node.close()  # rank 0: waits for rank 1's goodbye, then shuts the service and its workers down
+    node.close()  # rank 0 (done first): waits for rank 1's goodbye, then shuts the service and its workers down
     if rank == 0:
         record["workers_alive"] = [p for p in record["workers"] if _alive(p)]
         record["provers_left"] = prover_processes_below(os.getpid())
@@ -172,7 +196,7 @@ def test_two_ranks_share_one_service_started_by_local_rank_0_with_one_cache_and_
     assert r0["verdicts"] == r1["verdicts"] == expected  # real Coq's verdicts, on both ranks
     assert r0["rewards"] == r1["rewards"] == [r for _, _, _, r in BATCH]
     assert r0["requests_sent"] == r1["requests_sent"] == 1  # rank 0's prefetched batch was not sent again
-    metrics = r0["metrics"]
+    metrics = r1["metrics"]  # read by rank 1 after rank 0 had gone to close: the service waited for rank 1
     assert metrics["checks_total"] == 2 * len(BATCH)  # every completion of both ranks answered once, here
     assert metrics["requests"]["/check 200"] == 2
     cache = metrics["verdict_cache"]

@@ -45,12 +45,13 @@ import json
 import os
 import secrets
 import socket
+import sys
 import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -186,14 +187,26 @@ class ServicePool:
             future = self._ahead.pop(self._key(checks), None)
         if future is None:
             future = self._send(checks)
-        return future.result(timeout=timeout)
+        try:
+            future.result(timeout=timeout)
+        except CancelledError:
+            pass
+        return self._settled(future, checks)
 
     def submit(self, task: Task, proof: Any, *, request_id: Any = None, block: bool = True) -> Future[PoolResult]:
         """One check (the ``check_proof`` tool); its future holds a :class:`PoolResult`."""
         batch = self._send([(request_id, task, proof)])
         single: Future[PoolResult] = Future()
-        batch.add_done_callback(lambda f: single.set_result(f.result()[0]))
+        batch.add_done_callback(lambda f: single.set_result(self._settled(f, [(request_id, task, proof)])[0]))
         return single
+
+    @staticmethod
+    def _settled(future: Future[list[PoolResult]], checks: Sequence[tuple[Any, Task, Any]]) -> list[PoolResult]:
+        """A finished request's results; one cancelled by :meth:`close` is a ``closed`` harness failure each."""
+        if future.cancelled():
+            failure = HarnessFailure(Boundary.CLOSED, "the service pool was closed before the request was sent")
+            return [PoolResult(rid, task.id, task.system, failure) for rid, task, _ in checks]
+        return future.result()
 
     def stats(self) -> dict[str, Any]:
         """The service's ``/metrics`` and this pool's ``requests_sent``."""
@@ -359,8 +372,11 @@ class NodeVerifierService:
             self._left(self.rank).write_text(str(os.getpid()), encoding="utf-8")
             return
         others = [self._left(r) for r in range(1, self.ranks)]
+        # closing on the way out of an error (a `finally` while it propagates): the run is going down, and the
+        # launcher stops the other ranks once this one has exited, so waiting for their goodbyes would only delay it
+        failing = sys.exc_info()[0] is not None
         try:
-            _wait_for(lambda: all(p.exists() for p in others), timeout_s=self.close_wait_s,
+            _wait_for(lambda: failing or all(p.exists() for p in others), timeout_s=self.close_wait_s,
                       what="the other local ranks to finish with the verifier service")
         except NodeServiceError as exc:
             from proofgym.training.callbacks import announce
@@ -475,7 +491,6 @@ def reward_backend(cfg: Any, tasks: Iterable[Task], *, make_local_pool: Callable
                    ) -> RewardBackend:
     """The pool a GRPO run checks on, as ``cfg.verifier_service`` says (see :func:`service_setting`)."""
     from proofgym.training.callbacks import announce
-
     from proofgym.training.common import make_pool
 
     make: Callable[[Any], Any] = make_local_pool or make_pool
