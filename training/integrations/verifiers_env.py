@@ -9,6 +9,12 @@ is that package for the Environments Hub). Here:
 - :meth:`ProofTask.proof` is the ``@vf.reward``: the proof in the agent's last reply
   (``trace.last_reply``) checked by the shared core, OK 1.0, FAIL/TIMEOUT/ERROR 0.0, CHEATING -1.0;
 - :meth:`ProofTask.validate` is verifiers' model-free check: the task's reference proof verifies;
+- :class:`ProofgymRepairEnv` is the taskset's ``vf.Env`` (the Hub package exports it, so verifiers runs
+  every proofgym rollout through it): the agent answers, and with ``max_turns`` above 1 the reply is
+  checked by the shared core (:class:`~proofgym.training.integrations.core.ProofSession`) and the
+  verifier's feedback goes back as the next user turn (``interaction.turn``), until OK, CHEATING or the
+  budget; the exchange's last reply is then scored by :meth:`ProofTask.proof` as any rollout is.
+  ``max_turns=1`` (the default) is one answer, scored;
 - :func:`load_environment` is the module-level entry (``vf.load_environment`` with this taskset).
 
 A harness failure (the verifier broke) raises :class:`~proofgym.envs.errors.VerifierError` out of the
@@ -35,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise DependencyNotInstalled(
         f"the verifiers adapter needs verifiers 0.4: pip install 'proofgym[verifiers]' ({exc})") from exc
 
-__all__ = ["TASKSET_ID", "ProofgymTaskset", "load_environment", "use_scorer"]
+__all__ = ["TASKSET_ID", "ProofgymRepairEnv", "ProofgymTaskset", "load_environment", "use_scorer"]
 
 #: The id verifiers loads the taskset by: the Hub package ``examples/integrations/verifiers`` installs it.
 TASKSET_ID = "proofgym-verifiers"
@@ -112,16 +118,45 @@ class ProofgymTaskset(vf.Taskset[ProofTask, ProofgymTasksetConfig]):
             yield ProofTask(data, task_config)
 
 
+class ProofgymRepairEnvConfig(vf.EnvConfig):
+    """The env's config (``--env.*``): the one ``agent`` seat and the repair budget."""
+
+    agent: vf.AgentConfig = vf.AgentConfig()
+    """The policy (``--env.agent.*``), as in a plain single-agent run."""
+    max_turns: int = 1
+    """Replies per episode: above 1, a checked reply that is not OK or CHEATING gets the verifier's feedback
+    as the next user turn."""
+
+
+class ProofgymRepairEnv(vf.Env[ProofgymRepairEnvConfig]):
+    """A proofgym task's repair episode in verifiers: answer, the verifier's feedback, answer again."""
+
+    async def run(self, task: Any, agents: Any) -> None:
+        scorer = _scorer(task.config)
+        session = scorer.session(task.data.task_id, max_turns=self.config.max_turns)
+        async with agents.agent.interaction(task) as interaction:
+            segment = await interaction.turn()  # the task's prompt speaks first
+            while not segment.terminated and session.episode.max_attempts > 1:
+                turn = await _in_thread(session.step, segment.last_reply)
+                if turn.reward is None:
+                    raise VerifierError(f"harness failure, no reward: {turn.harness_error}")
+                if session.done:
+                    break
+                segment = await interaction.turn(session.feedback_turn()["content"])
+            verdicts = [None if t.verdict is None else t.verdict.value for t in session.episode.turns]
+            interaction.trace.info["proofgym_turns"] = verdicts  # the exchange's last reply is scored as usual
+
+
 def load_environment(suite: str = "coq-tiny", *, service_url: str | None = None, workers: int = 2,
-                     **env: Any) -> Any:
+                     max_turns: int = 1, **env: Any) -> Any:
     """The verifiers ``Env`` over a proofgym suite, built by verifiers' own loader (``vf.load_environment``).
 
-    ``env`` is the rest of the ``EnvConfig`` (agents, harness). verifiers 0.4 has no pre-v1
-    ``SingleTurnEnv``/``Rubric`` classes, so this entry returns the v1 ``Env``.
+    ``env`` is the rest of the ``EnvConfig`` (the agent, its harness). verifiers 0.4 has no pre-v1
+    ``SingleTurnEnv``/``Rubric`` classes, so this entry returns the v1 ``Env``: a
+    :class:`ProofgymRepairEnv` (``max_turns`` replies per episode).
     """
     taskset = {"id": TASKSET_ID, "task": {"suite": suite, "service_url": service_url, "workers": workers}}
-    # the package exports no Env of its own, so verifiers runs it as a SingleAgentEnv (one agent, one task)
-    return vf.load_environment(vf.SingleAgentEnvConfig(taskset=taskset, **env))
+    return vf.load_environment(ProofgymRepairEnvConfig(taskset=taskset, max_turns=max_turns, **env))
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:

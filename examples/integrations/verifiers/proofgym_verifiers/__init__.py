@@ -1,5 +1,5 @@
-"""proofgym as a verifiers taskset: ``vf-eval proofgym-verifiers``; the taskset is proofgym's own."""
+"""proofgym as a verifiers taskset and its env: ``vf-eval proofgym-verifiers``; both are proofgym's own."""
 
-from proofgym.training.integrations.verifiers_env import ProofgymTaskset, load_environment
+from proofgym.training.integrations.verifiers_env import ProofgymRepairEnv, ProofgymTaskset, load_environment
 
-__all__ = ["ProofgymTaskset", "load_environment"]
+__all__ = ["ProofgymRepairEnv", "ProofgymTaskset", "load_environment"]
