@@ -130,3 +130,37 @@ def test_a_harness_failure_leaves_no_reward(tokenizer, monkeypatch):
         assert one_turn["reward"] is None  # OpenRLHF's own "no reward" for a reward_func that raised
         with pytest.raises(VerifierError, match="fake: coqidetop died"):  # multi-turn has no such value: stop
             run(load_agent_file().AgentExecutor(), tokenizer, [OK_REPLY])
+
+
+@requires_coq
+@pytest.mark.prover
+def test_openrlhfs_agent_steps_concurrent_sessions_apart_and_stops_at_the_turn_limit(tokenizer, coq_verifier,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("PROOFGYM_MAX_TURNS", "2")
+    with scoring_with(coq_verifier, monkeypatch):
+        module = load_agent_file()
+
+        async def two_sessions() -> list[dict[str, Any]]:
+            # OpenRLHF's engine runs many samples at once, one AgentInstance each: their episodes must not mix
+            executor = module.AgentExecutor()
+            params = SimpleNamespace(max_tokens=None, logprobs=None)
+            return await asyncio.gather(*(
+                executor.execute(PROMPT, TASK, params, 4096, tokenizer, ScriptedEngine(tokenizer, script))
+                for script in ([FAIL_REPLY, OK_REPLY], [FAIL_REPLY, FAIL_REPLY])))
+
+        repaired, spent = asyncio.run(two_sessions())
+
+        # the instance's own reset/step, with the states OpenRLHF's multi-turn executor passes
+        instance = module.AgentInstance()
+        assert asyncio.run(instance.reset({"observation": PROMPT, "label": TASK})) == {"observation": PROMPT}
+        states = {"observation_text": PROMPT, "label": TASK, "sampling_params": None}
+        first = asyncio.run(instance.step({**states, "action_text": FAIL_REPLY}))
+        second = asyncio.run(instance.step({**states, "action_text": FAIL_REPLY}))
+        with pytest.raises(RuntimeError, match="is over"):  # past the limit: start another episode
+            asyncio.run(instance.step({**states, "action_text": OK_REPLY}))
+    assert (repaired["reward"], len(repaired["action_ranges"])) == (1.0, 2)
+    assert (spent["reward"], len(spent["action_ranges"])) == (0.0, 2)  # PROOFGYM_MAX_TURNS=2
+    assert (first["done"], first["rewards"].item()) == (False, 0.0)
+    assert first["environment_feedback"].startswith("<|im_end|>\n<|im_start|>user\n")  # the prover's feedback turn
+    assert "Unable to unify \"b\" with \"a\"." in first["environment_feedback"]  # Coq's own message
+    assert (second["done"], second["rewards"].item(), second["environment_feedback"]) == (True, 0.0, "")
