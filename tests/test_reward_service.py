@@ -119,6 +119,8 @@ def test_a_prefetched_batch_is_sent_once_and_the_reward_call_takes_its_answer(tm
         assert service.metrics_snapshot()["checks_total"] == 2
         assert _score(reward, [("fake.0", "ok")]) == [1.0]  # nothing prefetched: sent by the call
         assert reward.pool.requests_sent == 2
+        # the check_proof tool's one-check path
+        assert reward.pool.submit(fake_task(0), "cheat").result().verdict.value == "CHEATING"
         reward.pool.close()
 
 
