@@ -22,6 +22,7 @@ from proofgym.training.data import prompt_messages, reference_completion  # noqa
 from proofgym.training.expert_iteration import kept_proofs  # noqa: E402
 from proofgym.training.rewards import Outcome  # noqa: E402
 from proofgym.training.sampling import Sample  # noqa: E402
+from tests.distributed_common import weights_digest  # noqa: E402
 
 CONTEXT_CHARS = 120
 CHEATER = "tiny.and_comm"
@@ -127,16 +128,6 @@ class RecordingOKVerifier:
         pass
 
 
-def _digest(model: Any) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
 def _ranked_run(argv: list[str]) -> None:
     """One rank of the torchrun test: expert iteration's own entry, plus a record of this rank's weights before
     and after fine-tuning and of every file it opened for writing under the run's output dir (an audit hook)."""
@@ -161,9 +152,9 @@ def _ranked_run(argv: list[str]) -> None:
 
     class DigestingSFTTrainer(trl.SFTTrainer):
         def train(self, *args: Any, **kwargs: Any) -> Any:
-            digests.setdefault("start", _digest(self.model))
+            digests.setdefault("start", weights_digest(self.model))
             done = super().train(*args, **kwargs)
-            digests["end"] = _digest(self.model)
+            digests["end"] = weights_digest(self.model)
             return done
 
     trl.SFTTrainer = DigestingSFTTrainer  # expert iteration imports it from trl when it runs

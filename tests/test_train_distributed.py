@@ -24,6 +24,7 @@ pytest.importorskip("trl")
 from proofgym.envs.types import CheckResult, Task, Verdict  # noqa: E402
 from proofgym.training import distributed  # noqa: E402
 from proofgym.training.common import TrainConfigError, load_model, model_init_kwargs, prepare_run  # noqa: E402
+from tests.distributed_common import weights_digest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -440,16 +441,6 @@ class RecordingHashVerifier:
         pass
 
 
-def _weights_digest(model: Any) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
 def _grpo_rank(argv: list[str]) -> None:
     """One rank: GRPO's own entry, plus this rank's weights before/after training and its writes under the run
     dir (an audit hook), in ``$PROOFGYM_TEST_RECORD/rank<R>.json``."""
@@ -470,9 +461,9 @@ def _grpo_rank(argv: list[str]) -> None:
 
     class Recording(grpo_trainer.ProofGRPOTrainer):
         def train(self, *args: Any, **kwargs: Any) -> Any:
-            digests["start"] = _weights_digest(self.model)
+            digests["start"] = weights_digest(self.model)
             done = super().train(*args, **kwargs)
-            digests["end"] = _weights_digest(self.model)
+            digests["end"] = weights_digest(self.model)
             return done
 
     grpo_trainer.ProofGRPOTrainer = Recording  # train_grpo imports it from the module when it runs

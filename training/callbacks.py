@@ -3,8 +3,10 @@
 :class:`CheckpointEvalCallback` evaluates saved checkpoints with the same engine and agent as
 ``proofgym eval --agent local --model CHECKPOINT`` (:func:`proofgym.training.evaluate.evaluate`):
 every ``every_steps`` steps it makes the trainer save a checkpoint and evaluates it; at the
-start (optional) it saves and evaluates the initial model; the training script evaluates the
-final model with :meth:`CheckpointEvalCallback.evaluate_checkpoint`. Each evaluation writes an
+start (optional) it saves and evaluates the initial model. Those evaluations run in a process of
+their own that no training rank waits for (:mod:`proofgym.training.checkpoint_eval`); the training
+script waits for them once training is over (:meth:`CheckpointEvalCallback.wait_pending`) and
+evaluates the final model with :meth:`CheckpointEvalCallback.evaluate_checkpoint`. Each evaluation writes an
 eval run dir (``<output_dir>/checkpoint_evals/step-N``) and logs pass@k per category to the
 training's W&B run (``heldout/proof/pass@1``, ``heldout/category/P1/pass@1``...).
 
@@ -26,11 +28,13 @@ from __future__ import annotations
 import json
 import math
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +48,35 @@ def announce(message: str) -> None:
     print(f"[proofgym] {message}", file=sys.stderr, flush=True)
 
 
+#: Environment variables of a ``torchrun``/``accelerate`` rank that an evaluation process must not inherit (it
+#: is not a member of the training's process group).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                  "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
+                  "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                  "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "ACCELERATE_PROCESS_ID")
+
+
+@dataclass
+class PendingEvaluation:
+    """A checkpoint evaluation running in its own process (see :class:`CheckpointEvalCallback`)."""
+
+    step: int
+    checkpoint: Path
+    process: subprocess.Popen
+    record: Path
+    log: Path
+    started: float
+
+
 class CheckpointEvalCallback(TrainerCallback):
     """Evaluate checkpoints on a held-out suite and log pass@k per category to the same W&B run.
+
+    During training (the step-0 model and every ``every_steps`` checkpoint) an evaluation runs in its own
+    process (``python -m proofgym.training.checkpoint_eval``), started by the main process right after the
+    save and awaited by no rank: training goes on while it runs, and its result is logged (W&B,
+    ``checkpoint_evals.json``) at the first step after it lands, or at the latest when the training script
+    calls :meth:`wait_pending` at the end. Each process writes ``checkpoint_evals/step-N.log``.
+    :meth:`evaluate_checkpoint` evaluates in this process (the final model, once training is over).
 
     Args:
         suite_path: The held-out tasks (JSONL).
@@ -68,6 +99,9 @@ class CheckpointEvalCallback(TrainerCallback):
         out_dir: Where eval run dirs go (``<out_dir>/checkpoint_evals/step-N``; default: the trainer's output dir).
         report_to: Where results are logged (``wandb``...) when no trainer says so (the trainer's
             ``report_to`` wins when training starts).
+        verifier: ``module:factory`` of a custom verifier for the evaluation (``None``: the real one).
+        background: Evaluate during training in a process of its own (default); ``False`` evaluates in
+            the main process, which holds the other ranks at their next collective until it is done.
     """
 
     def __init__(self, suite_path: str | Path, *, every_steps: int = 0, on_start: bool = False, k: int = 1,
@@ -75,17 +109,20 @@ class CheckpointEvalCallback(TrainerCallback):
                  batch_size: int = 8, context_chars: int = 2000, audit: str | None = None, device: str = "auto",
                  seed: int | None = None, out_dir: str | Path | None = None,
                  report_to: Sequence[str] | str | None = None, announce: Callable[[str], None] = announce,
-                 start_checkpoint: str | Path | None = None) -> None:
+                 start_checkpoint: str | Path | None = None, verifier: str | None = None,
+                 background: bool = True) -> None:
         self.suite_path = Path(suite_path)
         self.start_checkpoint = Path(start_checkpoint) if start_checkpoint is not None else None
         self.every_steps = int(every_steps)
         self.on_start = on_start
         self.options = dict(k=k, n=n, workers=workers, engine=engine, max_tokens=max_tokens, temperature=temperature,
-                            batch_size=batch_size, audit=audit, device=device, seed=seed,
+                            batch_size=batch_size, audit=audit, device=device, seed=seed, verifier=verifier,
                             strategy_options={"context_chars": context_chars})
         self.announce = announce
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.background = background
         self.history: list[dict[str, Any]] = []
+        self.pending: list[PendingEvaluation] = []
         self._wanted: set[int] = set()
         self._done: set[int] = set()
         self._report_to: list[str] = [report_to] if isinstance(report_to, str) else list(report_to or [])
@@ -99,54 +136,124 @@ class CheckpointEvalCallback(TrainerCallback):
             path = self.start_checkpoint
             if path is None:  # nothing on disk holds the initial weights: save them once
                 path = save_model(model, processing_class, Path(args.output_dir) / "checkpoint-0")
-            self.evaluate_checkpoint(path, 0)
+            self._evaluate_during_training(path, 0)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.every_steps and state.global_step % self.every_steps == 0:
             self._wanted.add(state.global_step)
             control.should_save = True
+        if state.is_world_process_zero and self.pending:
+            self.collect()
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
         if step in self._wanted and step not in self._done and state.is_world_process_zero:
             path = Path(args.output_dir) / f"checkpoint-{step}"
             if (path / "config.json").exists() or (path / "adapter_config.json").exists():
-                self.evaluate_checkpoint(path, step)
+                self._evaluate_during_training(path, step)
+
+    def _evaluate_during_training(self, checkpoint: Path, step: int) -> None:
+        if self.background:
+            self.start_evaluation(checkpoint, step)
+        else:
+            self.evaluate_checkpoint(checkpoint, step)
 
     # -- evaluation -----------------------------------------------------------------------------------
+    def _eval_config(self, checkpoint: Path, out: Path) -> Any:
+        from proofgym.training.evaluate import EvalConfig
+
+        return EvalConfig(suite=str(self.suite_path), agent="local", model=str(checkpoint), out=str(out),
+                          **self.options)
+
+    def start_evaluation(self, checkpoint: str | Path, step: int) -> PendingEvaluation:
+        """Start evaluating ``checkpoint`` in its own process and return at once (see the class docstring)."""
+        import dataclasses
+        import os
+
+        from proofgym.training.checkpoint_eval import write_request
+
+        checkpoint = Path(checkpoint)
+        folder = (self.out_dir or checkpoint.parent) / "checkpoint_evals"
+        record, log = folder / f"step-{step}.record.json", folder / f"step-{step}.log"
+        record.unlink(missing_ok=True)
+        config = dataclasses.asdict(self._eval_config(checkpoint, folder / f"step-{step}"))
+        request = write_request(folder / f"step-{step}.request.json", step=step, checkpoint=checkpoint,
+                                config=config, record=record)
+        env = {name: value for name, value in os.environ.items() if name not in RANK_VARIABLES}
+        with log.open("w", encoding="utf-8") as out:
+            process = subprocess.Popen([sys.executable, "-m", "proofgym.training.checkpoint_eval", str(request)],
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        pending = PendingEvaluation(step, checkpoint, process, record, log, time.monotonic())
+        self.pending.append(pending)
+        self._done.add(step)
+        self.announce(f"evaluating {checkpoint} on {self.suite_path.name} (step {step}) in process {process.pid}; "
+                      f"training goes on (log: {log})")
+        return pending
+
+    def collect(self, *, wait: bool = False) -> list[dict[str, Any]]:
+        """The records of the evaluation processes that have ended (all of them with ``wait``), logged now."""
+        landed = []
+        for pending in list(self.pending):
+            code = pending.process.wait() if wait else pending.process.poll()
+            if code is None:
+                continue
+            self.pending.remove(pending)
+            try:
+                record = json.loads(pending.record.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                record = {"step": pending.step, "checkpoint": str(pending.checkpoint),
+                          "error": f"the evaluation process exited with code {code} and no result; see {pending.log}"}
+            landed.append(self._land(record))
+        return landed
+
+    def wait_pending(self) -> list[dict[str, Any]]:
+        """Wait for every evaluation still running and log them (the end of training: no rank waits on this)."""
+        if self.pending:
+            self.announce(f"waiting for {len(self.pending)} checkpoint evaluation(s) still running: "
+                          + ", ".join(f"step {p.step}" for p in self.pending))
+        return self.collect(wait=True)
+
+    def close(self) -> None:
+        """Stop the evaluation processes still running (a run that ends with an error: nobody will read them)."""
+        for pending in self.pending:
+            if pending.process.poll() is None:
+                pending.process.kill()
+                pending.process.wait()
+        self.pending.clear()
+
     def evaluate_checkpoint(self, checkpoint: str | Path, step: int) -> dict[str, Any]:
-        """Evaluate ``checkpoint`` on the held-out suite; log to W&B (when the run has it) and remember it."""
-        from proofgym.training.evaluate import EvalConfig, evaluate
+        """Evaluate ``checkpoint`` on the held-out suite in this process; log to W&B (when the run has it) and
+        remember it."""
+        from proofgym.training.checkpoint_eval import summary_record
+        from proofgym.training.evaluate import evaluate
 
         checkpoint = Path(checkpoint)
         root = self.out_dir or checkpoint.parent
-        out = root / "checkpoint_evals" / f"step-{step}"
         self.announce(f"evaluating {checkpoint} on {self.suite_path.name} (step {step}) ...")
         start = time.monotonic()
-        cfg = EvalConfig(suite=str(self.suite_path), agent="local", model=str(checkpoint), out=str(out),
-                         **self.options)
         try:
-            summary, paths = evaluate(cfg, progress=True)
+            summary, paths = evaluate(self._eval_config(checkpoint, root / "checkpoint_evals" / f"step-{step}"),
+                                      progress=True)
         except ProofgymError as exc:
-            self.announce(f"checkpoint evaluation of step {step} failed: {exc}")
-            record = {"step": step, "checkpoint": str(checkpoint), "error": str(exc)}
-            self.history.append(record)
-            self._done.add(step)
-            return record
-        metrics = {f"heldout/{name}": value for name, value in summary.metrics().items()}
-        record = {"step": step, "checkpoint": str(checkpoint), "run_dir": str(paths.run_dir),
-                  "per_category": summary.per_category, "verdicts": dict(summary.verdicts),
-                  "harness_failures": summary.harness_failures, "metrics": metrics,
-                  "seconds": round(time.monotonic() - start, 1)}
+            return self._land({"step": step, "checkpoint": str(checkpoint), "error": str(exc)})
+        return self._land(summary_record(step, checkpoint, summary, paths.run_dir, time.monotonic() - start))
+
+    def _land(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Keep, write and log one evaluation's record."""
+        step = int(record["step"])
         self.history.append(record)
+        self.history.sort(key=lambda r: r["step"])
         self._done.add(step)
-        self._log_wandb(step, metrics)
-        (root / "checkpoint_evals.json").write_text(json.dumps(self.history, indent=2) + "\n",
-                                                                   encoding="utf-8")
+        if "error" in record:
+            self.announce(f"checkpoint evaluation of step {step} failed: {record['error']}")
+            return record
+        root = self.out_dir or Path(record["checkpoint"]).parent
+        self._log_wandb(step, record["metrics"])
+        (root / "checkpoint_evals.json").write_text(json.dumps(self.history, indent=2) + "\n", encoding="utf-8")
         k = self.options["k"]
-        cats = ", ".join(f"{cat} {100 * s.get(f'pass@{k}', 0.0):.1f}%" for cat, s in summary.per_category.items())
-        self.announce(f"step {step}: pass@{k} {cats}; verdicts {dict(summary.verdicts)} "
-                      f"({record['seconds']:.0f} s, {paths.run_dir})")
+        cats = ", ".join(f"{cat} {100 * s.get(f'pass@{k}', 0.0):.1f}%" for cat, s in record["per_category"].items())
+        self.announce(f"step {step}: pass@{k} {cats}; verdicts {record['verdicts']} "
+                      f"({record['seconds']:.0f} s, {record['run_dir']})")
         return record
 
     def _log_wandb(self, step: int, metrics: dict[str, float]) -> None:

@@ -556,6 +556,8 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
         if trainer.is_world_process_zero():
             write_checkpoint_settings(path, settings)
         announce(f"interrupted: saved the model to {path}")
+        if evaluator is not None:
+            evaluator.close()
         finish_wandb()
         raise
     finally:
@@ -567,6 +569,8 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     if trainer.is_world_process_zero():
         for folder in {output_dir, final}:
             write_checkpoint_settings(folder, settings)
+        if evaluator is not None:  # evaluations started during training (own processes) land before the results
+            evaluator.wait_pending()
     if interrupted:
         announce(f"stopped by Ctrl-C at step {step}; checkpoint in {output_dir / f'checkpoint-{step}'}, "
                f"model in {final}")
