@@ -158,13 +158,28 @@ def test_reset_draws_a_task_from_the_seed_and_step_before_reset_is_an_observatio
         assert len(drawn) == 1  # the same seed draws the same task
 
 
-def test_the_hub_package_passes_openenvs_local_validator_but_for_the_lock_file():
+def test_the_hub_package_passes_openenvs_local_validator():
     from openenv.cli._validation import validate_multi_mode_deployment
 
-    ok, issues = validate_multi_mode_deployment(PACKAGE)
-    # `uv lock` writes uv.lock from the index at publish time (docs/integrations/openenv.md): a lock file names
-    # the index's hosts and pins a moment's releases, so it is made where the package is pushed, not kept here.
-    assert (ok, issues) == (False, ["Missing uv.lock - run 'uv lock' to generate it"])
+    assert validate_multi_mode_deployment(PACKAGE) == (True, [])
+
+
+def test_the_hub_packages_lock_file_is_current(tmp_path):
+    """``uv lock --check --offline``: uv.lock still resolves both pyprojects (this package's and proofgym's).
+
+    Offline and with an empty cache, uv compares the lock with the requirements and sends nothing anywhere;
+    a changed requirement fails here until someone runs ``uv lock`` in the package (that needs the index).
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed: pip install 'proofgym[dev]'")
+    proc = subprocess.run([uv, "lock", "--check", "--offline", "--cache-dir", str(tmp_path)], cwd=PACKAGE,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"uv.lock is stale: run `uv lock` in {PACKAGE}\n{proc.stderr}"
 
 
 def test_the_hub_packages_server_serves_the_suite_it_is_told(monkeypatch):

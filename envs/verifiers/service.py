@@ -35,7 +35,6 @@ can run checks or read ``/metrics``, with or without a token.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import threading
@@ -52,7 +51,7 @@ from proofgym.envs.errors import ProofgymError, TaskFormatError, TaskTooLarge
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.pool import PoolResult, VerifierPool
-from proofgym.http_guard import RequestGuard, RequestRefused, is_loopback_host, read_json_body
+from proofgym.http_guard import RequestGuard, RequestRefused, check_token, is_loopback_host, read_json_body
 
 __all__ = ["ServiceConfig", "ServiceConfigError", "VerifierService"]
 
@@ -188,15 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(error.status, {"error": error.message}, error.headers)
 
     def _authorize(self) -> None:
-        token = self.server.service.config.token
-        if not token:
-            return
-        header = self.headers.get("Authorization", "")
-        given = header[7:].strip() if header[:7].lower() == "bearer " else self.headers.get("X-Proofgym-Token", "")
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise RequestRefused(HTTPStatus.UNAUTHORIZED,
-                                 "missing or wrong token: send 'Authorization: Bearer <token>'",
-                                 {"WWW-Authenticate": "Bearer"})
+        check_token(self.headers, self.server.service.config.token)
 
     # -- routes -------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name

@@ -29,12 +29,13 @@ and talk to it with OpenEnv's own client::
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from proofgym.envs.errors import DependencyNotInstalled
+from proofgym.http_guard import GuardedApp, RequestGuard
 from proofgym.training.integrations.core import ProofScorer, ProofSession, SuiteLike
 
 try:
@@ -145,22 +146,33 @@ class ProofgymEnvironment(Environment[ProofAction, ProofObservation, ProofState]
 
 
 def make_app(suite: SuiteLike | ProofScorer, *, max_turns: int = 3, max_concurrent_envs: int = 8,
-             pool: Any = None, service_url: str | None = None, workers: int = 2,
-             reward_map: Mapping[str, float] | None = None) -> Any:
-    """OpenEnv's FastAPI app over a suite: every session shares one scorer, kept as ``app.state.proofgym``.
+             pool: Any = None, service_url: str | None = None, service_token: str | None = None, workers: int = 2,
+             reward_map: Mapping[str, float] | None = None, host: str = "127.0.0.1", token: str | None = None,
+             allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
+             max_body_bytes: int = 16 * 1024 * 1024) -> GuardedApp:
+    """OpenEnv's FastAPI app over a suite, behind proofgym's request guard (``proofgym.http_guard.GuardedApp``).
 
-    Whoever serves the app closes the scorer when done (``app.state.proofgym.close()``): it stops the
-    worker processes it made. A given ``ProofScorer`` is used as is.
+    Every session shares one scorer, kept as ``app.state.proofgym``. Whoever serves the app closes
+    the scorer when done (``app.state.proofgym.close()``): it stops the worker processes it made. A
+    given ``ProofScorer`` is used as is. ``service_url``/``service_token``: check on a running
+    ``proofgym serve-verifier`` instead of local workers.
+
+    The guard is ``serve-verifier``'s: ``host`` is the address the app will listen on (the Host
+    names it answers to), ``token`` the shared secret (needed for requests that come in beyond
+    loopback; clients put it in the URL, ``http://user:<token>@host:port``), ``allowed_origins`` and
+    ``allowed_hosts`` its ``--allow-origin``/``--allow-host``; JSON bodies up to ``max_body_bytes``.
+    :class:`~proofgym.http_guard.GuardConfigError` for a bad origin or host name.
     """
     from openenv.core.env_server.http_server import create_app
 
     scorer = suite if isinstance(suite, ProofScorer) else ProofScorer(
-        suite, pool=pool, service_url=service_url, workers=workers, reward_map=reward_map)
+        suite, pool=pool, service_url=service_url, token=service_token, workers=workers, reward_map=reward_map)
 
     def factory() -> ProofgymEnvironment:
         return ProofgymEnvironment(scorer, max_turns=max_turns)
 
+    guard = RequestGuard.create(host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
     app = create_app(factory, ProofAction, ProofObservation, env_name="proofgym",
                      max_concurrent_envs=max_concurrent_envs)
     app.state.proofgym = scorer
-    return app
+    return GuardedApp(app, guard, token=token, max_body_bytes=max_body_bytes)
