@@ -17,7 +17,7 @@ def die(code: int, message: str) -> int:
 
 
 def add_guard_flags(p: argparse.ArgumentParser) -> None:
-    """The request-guard flags serve-verifier and serve-model share (see envs/verifiers/http_guard.py)."""
+    """The request-guard flags serve-verifier and serve-model share (see http_guard.py, proofgym.http_guard)."""
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="serve browser requests from this web page origin, e.g. http://localhost:3000 "
                         "(repeatable; default: a request with an Origin header gets 403)")
