@@ -34,10 +34,11 @@ must keep. The submission is the whole program. Rules, and where each one is dec
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -1113,125 +1114,212 @@ def _innermost(scopes: Sequence[ModuleScope] | Sequence[ClassScope], k: int):
     return best
 
 
+@dataclass
+class _Classifying:
+    """One program's declarations as :func:`classify_declarations` classifies them: what it reads (the tokens,
+    Dafny's symbols, the module scopes, the containers once placed) and what it has found so far."""
+
+    anchor: Anchor
+    tokens: list[Token]
+    symbols: Sequence[Symbol]
+    index: _Index
+    inside: frozenset[int]  # token indices in the task's trusted text
+    modules: list[ModuleScope]
+    abstract_modules: frozenset[str]
+    refinements: tuple[tuple[str, str], ...]
+    containers: list[ClassScope] = field(default_factory=list)
+    cheats: list[str] = field(default_factory=list)
+    unplaced: list[str] = field(default_factory=list)
+    allowed: list[Symbol] = field(default_factory=list)
+    marks: list[int] = field(default_factory=list)
+    pending: list[Symbol] = field(default_factory=list)
+    copies: list[Symbol] = field(default_factory=list)
+    iterators: list[Symbol] = field(default_factory=list)
+
+    def module_of(self, k: int) -> str:
+        sc = _innermost(self.modules, k)
+        return sc.name if sc is not None else "_module"
+
+    @functools.cached_property
+    def container_by_key(self) -> dict[tuple[str, str], ClassScope]:
+        """(module, name) -> the container (read once every container is placed)."""
+        return {(c.symbol.module, c.symbol.name): c for c in self.containers}
+
+    @functools.cached_property
+    def member_by_key(self) -> dict[tuple[str, str, str], Symbol]:
+        return {s.key: s for s in self.symbols if s.kind in MEMBER_KINDS}
+
+    def refining(self, module: str) -> bool:
+        """Whether ``module`` refines another (its members are judged as copies)."""
+        return any(m == module for m, _ in self.refinements)
+
+    def result(self) -> Declarations:
+        return Declarations(tuple(self.cheats), tuple(self.unplaced), tuple(self.allowed),
+                            tuple(sorted(set(self.marks))), tuple(self.pending), tuple(self.copies),
+                            tuple(self.iterators), self.abstract_modules, self.refinements)
+
+
 def classify_declarations(anchor: Anchor, tokens: list[Token], symbols: Sequence[Symbol],
                           trusted: Sequence[tuple[int, int]]) -> Declarations:
     """Classify every method, lemma, constructor, function, predicate, class, trait and iterator
     Dafny reports (a twostate, inductive or co- variant, a member of a class, trait or module, a
     refinement's copy...). Whatever cannot be placed in the text is ``unplaced``, never skipped.
+
+    Classes, traits and iterators first (:func:`_place_container`): members are judged by their container
+    (:func:`_classify_member`; a member without a body by the first of :data:`_BODYLESS_RULES` that decides).
     """
-    index = _Index(tokens)
-    inside: set[int] = set()
-    for a, b in trusted:
-        inside.update(range(a, b))
     modules = module_scopes(tokens)
-    abstract_modules = frozenset(m.name for m in modules if m.abstract)
-    refinements = tuple((m.name, m.refines) for m in modules if m.refines)
-    cheats: list[str] = []
-    unplaced: list[str] = []
+    state = _Classifying(anchor, tokens, symbols, _Index(tokens), frozenset(i for a, b in trusted for i in range(a, b)),
+                         modules, frozenset(m.name for m in modules if m.abstract),
+                         tuple((m.name, m.refines) for m in modules if m.refines))
     # Dafny names a nested module by its own name only: two modules of one name cannot be told apart.
-    unplaced += [f"two modules named {name}" for name, n in Counter(m.name for m in modules).items() if n > 1]
-    allowed: list[Symbol] = []
-    marks: list[int] = []
-    pending: list[Symbol] = []
-    copies: list[Symbol] = []
-    iterators: list[Symbol] = []
-
-    def module_of(k: int) -> str:
-        sc = _innermost(modules, k)
-        return sc.name if sc is not None else "_module"
-
-    # Classes, traits and iterators first: members are judged by their container.
-    containers: list[ClassScope] = []
+    state.unplaced += [f"two modules named {name}" for name, n in Counter(m.name for m in modules).items() if n > 1]
     for sym in symbols:
-        if sym.kind != "Class" or (sym.name == "_default" and sym.line == 0):
-            continue
-        k = index.at.get((sym.line, sym.col))
-        word = _kind_word(tokens, index, k) if k is not None else ""
-        if k is None or tokens[k].text != sym.name or word not in _CONTAINER_WORDS:
-            unplaced.append(f"{sym.label} (line {sym.line}, column {sym.col})")
-            continue
-        if module_of(k) != sym.module or any(m == sym.module for m, _ in refinements):
-            continue  # in a refining module: its members are judged as copies
-        open_i = close_i = None
-        if sym.has_body:
-            close_i = index.at.get((sym.end_line, sym.end_col))
-            open_i = matching_open(tokens, close_i) if close_i is not None and tokens[close_i].text == "}" else -1
-            if open_i is None or open_i <= k:
-                unplaced.append(f"the body of {sym.label} (line {sym.line}, column {sym.col})")
-                continue
-        elif word != "iterator":
-            unplaced.append(f"{word} {sym.label} without braces (line {sym.line})")
-            continue
-        containers.append(ClassScope(sym, word, k, open_i, close_i,
-                                     _extends(tokens, k, open_i) if word == "class" and open_i is not None else ()))
-        if word == "iterator":
-            if sym.has_body:
-                iterators.append(sym)
-            elif k in inside or sym.key in anchor.allowed_bodyless:
-                allowed.append(sym)
-            else:
-                cheats.append(f"iterator {sym.label} has no body (its constructor, MoveNext and Valid would be "
-                              f"assumed)")
-    by_key = {(c.symbol.module, c.symbol.name): c for c in containers}
-    member_keys = {s.key: s for s in symbols if s.kind in MEMBER_KINDS}
-
-    def implementers(trait: ClassScope) -> list[ClassScope]:
-        tm = trait.symbol.module
-        return [c for c in containers if c.kind == "class" and any(
-            n == trait.symbol.name and ((not q and c.symbol.module == tm) or q.rsplit(".", 1)[-1] == tm)
-            for q, n in c.extends)]
-
+        if sym.kind == "Class" and not (sym.name == "_default" and sym.line == 0):
+            _place_container(state, sym)
     for sym in symbols:
-        if sym.kind not in MEMBER_KINDS:
-            if sym.kind not in ("Class", "Field"):
-                unplaced.append(f"a {sym.kind} {sym.label} (line {sym.line}, column {sym.col})")
-            continue
-        k = index.at.get((sym.line, sym.col))
-        owner = by_key.get((sym.module, sym.parent))
-        if owner is not None and owner.kind == "iterator" and sym.name in ITERATOR_MEMBERS and k == owner.name_index:
-            continue  # synthesised by Dafny for the iterator, which is judged itself
-        if sym.name.startswith("reveal_") and k is not None and any(
-                o.kind in ("Function", "Predicate") and (o.line, o.col) == (sym.line, sym.col)
-                and o.key == (sym.module, sym.parent, sym.name[len("reveal_"):]) for o in symbols):
-            continue  # the reveal lemma of an {:opaque} function (its fuel axiom, no proof obligation)
-        view = locate(index, sym, symbols) if k is not None else None
-        if view is None:
-            unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
-            continue
-        mod = module_of(view.name_index)
-        cls = _innermost(containers, view.name_index)
-        parent = cls.symbol.name if cls is not None else "_default"
-        if any(m == sym.module for m, _ in refinements):
-            # A member of a refining module: Dafny reports it at the refined declaration or at its own,
-            # never with its body's end, so only Boogie's translation shows whether it has a body.
-            copies.append(sym)
-            continue
-        if (mod, parent) != (sym.module, sym.parent or "_default"):
-            unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
-            continue
-        if sym.has_body:
-            continue
-        kind = " ".join(view.kind_words) or sym.kind.lower()
-        mark = tokens[view.name_index].end if sym.name == "_ctor" else tokens[view.name_index].start
-        if view.name_index in inside or sym.key in anchor.allowed_bodyless:
-            allowed.append(sym)
-            marks.append(mark)
-        elif cls is not None and cls.kind == "trait" and "static" not in view.kind_words:
-            impls = implementers(cls)
-            if impls and all((c.symbol.module, c.symbol.name, sym.name) in member_keys
-                             and member_keys[(c.symbol.module, c.symbol.name, sym.name)].has_body for c in impls):
-                allowed.append(sym)  # an obligation: every class that extends the trait implements it
-                marks.append(mark)
-            else:
-                cheats.append(f"{kind} {sym.label} has no body and no class that extends {cls.symbol.name} "
-                              f"implements it (an abstract member left abstract is an assumption)")
-        elif mod in abstract_modules:
-            pending.append(sym)  # an obligation if a refining module gives it a body (Boogie says)
-            marks.append(mark)
-        else:
-            cheats.append(f"{kind} {sym.label} has no body")
-    return Declarations(tuple(cheats), tuple(unplaced), tuple(allowed), tuple(sorted(set(marks))), tuple(pending),
-                        tuple(copies), tuple(iterators), abstract_modules, refinements)
+        if sym.kind in MEMBER_KINDS:
+            _classify_member(state, sym)
+        elif sym.kind not in ("Class", "Field"):
+            state.unplaced.append(f"a {sym.kind} {sym.label} (line {sym.line}, column {sym.col})")
+    return state.result()
+
+
+def _place_container(state: _Classifying, sym: Symbol) -> None:
+    """A class, trait or iterator: located (its name and braces), else unplaced; a bodyless iterator is a cheat
+    unless the task trusts it."""
+    tokens, index = state.tokens, state.index
+    k = index.at.get((sym.line, sym.col))
+    word = _kind_word(tokens, index, k) if k is not None else ""
+    if k is None or tokens[k].text != sym.name or word not in _CONTAINER_WORDS:
+        state.unplaced.append(f"{sym.label} (line {sym.line}, column {sym.col})")
+        return
+    if state.module_of(k) != sym.module or state.refining(sym.module):
+        return  # in a refining module: its members are judged as copies
+    open_i = close_i = None
+    if sym.has_body:
+        close_i = index.at.get((sym.end_line, sym.end_col))
+        open_i = matching_open(tokens, close_i) if close_i is not None and tokens[close_i].text == "}" else -1
+        if open_i is None or open_i <= k:
+            state.unplaced.append(f"the body of {sym.label} (line {sym.line}, column {sym.col})")
+            return
+    elif word != "iterator":
+        state.unplaced.append(f"{word} {sym.label} without braces (line {sym.line})")
+        return
+    state.containers.append(ClassScope(sym, word, k, open_i, close_i,
+                                       _extends(tokens, k, open_i) if word == "class" and open_i is not None else ()))
+    if word != "iterator":
+        return
+    if sym.has_body:
+        state.iterators.append(sym)
+    elif k in state.inside or sym.key in state.anchor.allowed_bodyless:
+        state.allowed.append(sym)
+    else:
+        state.cheats.append(f"iterator {sym.label} has no body (its constructor, MoveNext and Valid would be assumed)")
+
+
+def _synthesised(state: _Classifying, sym: Symbol, k: int | None) -> bool:
+    """A member Dafny made itself, judged with what it was made for: an iterator's constructor, MoveNext and
+    Valid; the reveal lemma of an {:opaque} function (its fuel axiom, no proof obligation)."""
+    owner = state.container_by_key.get((sym.module, sym.parent))
+    if owner is not None and owner.kind == "iterator" and sym.name in ITERATOR_MEMBERS and k == owner.name_index:
+        return True
+    return sym.name.startswith("reveal_") and k is not None and any(
+        o.kind in ("Function", "Predicate") and (o.line, o.col) == (sym.line, sym.col)
+        and o.key == (sym.module, sym.parent, sym.name[len("reveal_"):]) for o in state.symbols)
+
+
+def _classify_member(state: _Classifying, sym: Symbol) -> None:
+    """A method, function or predicate: located where Dafny says it is and in the container it names, else
+    unplaced; a refining module's is a copy; one without a body goes to :data:`_BODYLESS_RULES`."""
+    k = state.index.at.get((sym.line, sym.col))
+    if _synthesised(state, sym, k):
+        return
+    view = locate(state.index, sym, state.symbols) if k is not None else None
+    if view is None:
+        state.unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
+        return
+    mod = state.module_of(view.name_index)
+    cls = _innermost(state.containers, view.name_index)
+    parent = cls.symbol.name if cls is not None else "_default"
+    if state.refining(sym.module):
+        # A member of a refining module: Dafny reports it at the refined declaration or at its own,
+        # never with its body's end, so only Boogie's translation shows whether it has a body.
+        state.copies.append(sym)
+        return
+    if (mod, parent) != (sym.module, sym.parent or "_default"):
+        state.unplaced.append(f"{sym.kind.lower()} {sym.label} (line {sym.line}, column {sym.col})")
+        return
+    if sym.has_body:
+        return
+    name = state.tokens[view.name_index]
+    member = _Bodyless(sym, view, mod, cls, " ".join(view.kind_words) or sym.kind.lower(),
+                       name.end if sym.name == "_ctor" else name.start)
+    for rule in _BODYLESS_RULES:
+        if rule(state, member):
+            return
+
+
+@dataclass(frozen=True)
+class _Bodyless:
+    """A located member without a body, as the rules for those see it."""
+
+    sym: Symbol
+    view: DeclView
+    module: str
+    container: ClassScope | None
+    kind: str  # as written ("twostate lemma"), else Dafny's kind
+    mark: int  # where {:axiom} goes if it is allowed
+
+
+def _trusted_bodyless(state: _Classifying, m: _Bodyless) -> bool:
+    """The task's own (in its trusted text, or a bodyless declaration its statement has): allowed."""
+    if m.view.name_index in state.inside or m.sym.key in state.anchor.allowed_bodyless:
+        state.allowed.append(m.sym)
+        state.marks.append(m.mark)
+        return True
+    return False
+
+
+def _abstract_trait_member(state: _Classifying, m: _Bodyless) -> bool:
+    """A trait's instance member: an obligation when every class that extends the trait implements it, else a
+    cheat (an abstract member left abstract is an assumption)."""
+    cls = m.container
+    if cls is None or cls.kind != "trait" or "static" in m.view.kind_words:
+        return False
+    trait_module = cls.symbol.module
+    implementers = [c for c in state.containers if c.kind == "class" and any(
+        n == cls.symbol.name and ((not q and c.symbol.module == trait_module) or q.rsplit(".", 1)[-1] == trait_module)
+        for q, n in c.extends)]
+    members = state.member_by_key
+    if implementers and all((c.symbol.module, c.symbol.name, m.sym.name) in members
+                            and members[(c.symbol.module, c.symbol.name, m.sym.name)].has_body for c in implementers):
+        state.allowed.append(m.sym)  # an obligation: every class that extends the trait implements it
+        state.marks.append(m.mark)
+    else:
+        state.cheats.append(f"{m.kind} {m.sym.label} has no body and no class that extends {cls.symbol.name} "
+                            f"implements it (an abstract member left abstract is an assumption)")
+    return True
+
+
+def _abstract_module_member(state: _Classifying, m: _Bodyless) -> bool:
+    """An abstract module's: an obligation if a refining module gives it a body (Boogie says)."""
+    if m.module not in state.abstract_modules:
+        return False
+    state.pending.append(m.sym)
+    state.marks.append(m.mark)
+    return True
+
+
+def _assumed(state: _Classifying, m: _Bodyless) -> bool:
+    """Anything else without a body is an assumption."""
+    state.cheats.append(f"{m.kind} {m.sym.label} has no body")
+    return True
+
+
+#: A member without a body, judged by the first rule that decides (returns True).
+_BODYLESS_RULES: tuple[Callable[[_Classifying, _Bodyless], bool], ...] = (
+    _trusted_bodyless, _abstract_trait_member, _abstract_module_member, _assumed)
 
 
 #: What makes ``/noCheating:1`` accept a bodyless declaration (Dafny reads the attribute for nothing else).
