@@ -24,6 +24,7 @@ import pytest
 
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
 from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
@@ -258,7 +259,7 @@ def test_vanished_prover_binary_is_reported_not_hung(tmp_path, tiny_suite):
                                   (tasks["tiny.app_nil"], tasks["tiny.app_nil"].reference_proof)])
         for res in later:
             assert res.harness_failure and res.error_kind == "verifier", res
-            assert "coqidetop" in res.harness_error and res.reward() is None
+            assert "coqidetop" in res.harness_error and RewardMap()(res.result) is None
         # Fresh verifiers (after the failure) refuse to start at all: still a value, still prompt.
         again = pool.check_batch([(tasks["tiny.add_0_r"], tasks["tiny.add_0_r"].reference_proof)])[0]
         assert again.harness_failure and "not found" in again.harness_error

@@ -21,7 +21,9 @@ import pytest
 
 from proofgym.envs.errors import TaskFormatError, VerifierCrashed, VerifierError
 from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import CheckResult, Task, Verdict
+from proofgym.envs.verifiers.base import Budget
 from proofgym.envs.verifiers.hol_light import hol_light_installed
 from proofgym.envs.verifiers.pool import (
     CheckRequest,
@@ -34,6 +36,8 @@ from proofgym.envs.verifiers.pool import (
 )
 from tests.conftest import requires_coq
 
+REWARD = RewardMap()  # the default rewards: OK 1, CHEATING -1, the rest 0, a harness failure None
+
 
 class FakeVerifier:
     """A verifier whose proof text says what to do; runs in the pool's worker processes.
@@ -44,13 +48,16 @@ class FakeVerifier:
     PATH exists (FAIL if it does not appear within 120 s: an order a test decides, not a sleep); ``hold:DIR`` ->
     creates DIR/started, then as ``wait:DIR/release`` (the test sees the check running, then ends it); ``raise`` ->
     VerifierCrashed; ``raise-once:PATH`` -> VerifierCrashed unless PATH exists (and creates it); ``badtask`` -> TaskFormatError; ``oserror`` -> FileNotFoundError; ``hang`` ->
-    sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before.
+    sleeps forever. Messages are ``(pid, "warm" | "cold")``: whether its context was seen before. Its time
+    budget is ``budget=`` or, as a prover's config makes it, ``timeout_clock=`` and ``wall_backstop=``.
     """
 
     def __init__(self, system: str, **kwargs: Any) -> None:
         self.system = system
         self.kwargs = kwargs
         self.contexts: set[str] = set()
+        self.budget = kwargs.get("budget") or Budget(kwargs.get("timeout_clock", "wall"),
+                                                     kwargs.get("wall_backstop", 4.0))
 
     def check(self, task: Task, proof: str) -> CheckResult:
         warm = "warm" if task.context in self.contexts else "cold"
@@ -157,10 +164,10 @@ def test_verdicts_and_harness_failures_are_values(pool):
                 ("d", fake_task(3), "raise"), ("e", fake_task(4), "badtask"), ("f", fake_task(5), "oserror"),
                 ("g", fake_task(6), None)]
     results = {r.request_id: r for r in pool.imap_unordered(requests)}
-    assert results["a"].verdict is Verdict.OK and results["a"].reward() == 1.0
+    assert results["a"].verdict is Verdict.OK and REWARD(results["a"].result) == 1.0
     assert results["b"].verdict is Verdict.FAIL and results["c"].verdict is Verdict.CHEATING
     assert results["d"].harness_failure and results["d"].error_kind == "verifier"
-    assert "VerifierCrashed" in results["d"].harness_error and results["d"].reward() is None
+    assert "VerifierCrashed" in results["d"].harness_error and REWARD(results["d"].result) is None
     assert results["e"].error_kind == "task" and results["f"].error_kind == "verifier"
     assert results["g"].verdict is Verdict.ERROR  # a non-text proof is an ERROR verdict, as in the envs
     with pytest.raises(VerifierError):
@@ -338,7 +345,7 @@ def test_a_check_past_its_deadline_is_timeout_never_a_late_ok():
         pids = p.worker_pids()
         slow = dataclasses.replace(fake_task(0), timeout_s=0.2)
         result = p.submit(slow, "sleep:3").result(timeout=60)
-        assert result.verdict is Verdict.TIMEOUT and result.reward() == 0.0
+        assert result.verdict is Verdict.TIMEOUT and REWARD(result.result) == 0.0
         assert "deadline" in result.result.reasons[0] and "timeout_s=0.2" in result.result.reasons[0]
         # The worker was not killed (its warm contexts survive): it finishes, drops the late OK, goes on.
         assert p.check(fake_task(1), "ok").verdict is Verdict.OK

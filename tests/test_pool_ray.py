@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from proofgym.envs.proof_env import load_task_list
+from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Verdict
 from tests.conftest import requires_coq
 from tests.test_faults import _wait_until
@@ -129,7 +130,7 @@ def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool, t
         by_context.setdefault(i % 2, set()).add(res.result.messages[0])
     assert all(len(pids) == 1 for pids in by_context.values()), "a context must stay on its warm worker"
     broken = pool.check_batch([(fake_task(9), "raise")])[0]
-    assert broken.harness_failure and broken.error_kind == "verifier" and broken.reward() is None
+    assert broken.harness_failure and broken.error_kind == "verifier" and RewardMap()(broken.result) is None
 
 
 def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):

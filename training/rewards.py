@@ -62,7 +62,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
@@ -131,14 +131,8 @@ def reason_key(reason: str) -> str:
     return re.sub(r"[^\w.-]+", "_", head).strip("_")[:48] or "other"
 
 
-SHAPED_VERDICTS = frozenset({Verdict.FAIL.value, Verdict.TIMEOUT.value})
-"""Verdicts that earn ``format_bonus``: the verifier ran the submission as a proof script, and it did not prove."""
-
-HONEST_MISSES = (Verdict.FAIL.value, Verdict.TIMEOUT.value, Verdict.ERROR.value)
-
-
 def check_reward_policy(reward_map: RewardMap, format_bonus: float = 0.0) -> None:
-    """Refuse rewards that would teach the wrong thing (see the module docstring).
+    """Refuse rewards that would teach the wrong thing (see the module docstring; :meth:`RewardMap.check_policy`).
 
     The order CHEATING < FAIL, TIMEOUT, ERROR < OK must hold, and ``format_bonus`` must be >= 0
     and small enough that FAIL or TIMEOUT plus the bonus stays strictly below OK.
@@ -146,19 +140,7 @@ def check_reward_policy(reward_map: RewardMap, format_bonus: float = 0.0) -> Non
     Raises:
         ValueError: with what to change.
     """
-    rewards = {v.value: reward_map.rewards.get(v.value, 0.0) for v in Verdict}
-    ok, cheat = rewards[Verdict.OK.value], rewards[Verdict.CHEATING.value]
-    misses = {v: rewards[v] for v in HONEST_MISSES}
-    if not all(cheat < r < ok for r in misses.values()):
-        raise ValueError(f"rewards must order CHEATING ({cheat}) < FAIL, TIMEOUT, ERROR ({misses}) < OK ({ok}): "
-                         f"an honest miss (malformed output is ERROR) may not cost as much as a cheat, nor earn "
-                         f"as much as a proof")
-    if format_bonus < 0:
-        raise ValueError(f"format_bonus must be >= 0, got {format_bonus}")
-    top = max(rewards[v] for v in SHAPED_VERDICTS) + format_bonus
-    if format_bonus and top >= ok:
-        raise ValueError(f"format_bonus {format_bonus} lifts FAIL/TIMEOUT to {top}, not below OK ({ok}): "
-                         f"keep it small (e.g. 0.1) so that only a proof earns the top reward")
+    replace(reward_map, format_bonus=float(format_bonus)).check_policy()
 
 
 def harness_error(result: Any) -> str:
@@ -177,15 +159,10 @@ def pool_failure(exc: BaseException) -> HarnessFailure:
     return HarnessFailure(boundary, f"{type(exc).__name__}: {exc}")
 
 
-def shaped_reward(result: Any, reward_map: RewardMap, format_bonus: float = 0.0) -> float | None:
-    """The verdict's reward, plus ``format_bonus`` for FAIL and TIMEOUT (never for CHEATING, ERROR or OK).
-
-    ``None`` (a harness failure) stays ``None``.
-    """
-    reward = reward_map(result)
-    if reward is None or not format_bonus or result.verdict.value not in SHAPED_VERDICTS:
-        return reward
-    return reward + format_bonus
+def shaped_reward(result: CheckResult | None, reward_map: RewardMap, format_bonus: float = 0.0) -> float | None:
+    """The verdict's reward under ``reward_map`` with ``format_bonus`` for FAIL and TIMEOUT (never for CHEATING,
+    ERROR or OK): :class:`RewardMap` computes it. ``None`` (a harness failure) stays ``None``."""
+    return replace(reward_map, format_bonus=float(format_bonus))(result)
 
 
 def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = None,
@@ -250,9 +227,10 @@ class VerifierReward:
                  timeout_s: float | None = None, feedback_chars: int = 2000, format_bonus: float = 0.0) -> None:
         self.tasks: dict[str, Task] = dict(tasks) if isinstance(tasks, Mapping) else {t.id: t for t in tasks}
         self.pool = pool
-        self.reward_map = reward_map if isinstance(reward_map, RewardMap) else RewardMap.from_mapping(reward_map)
-        check_reward_policy(self.reward_map, format_bonus)
-        self.format_bonus = float(format_bonus)
+        given = reward_map if isinstance(reward_map, RewardMap) else RewardMap.from_mapping(reward_map)
+        self.reward_map = replace(given, format_bonus=float(format_bonus))  # what scores every verdict here
+        self.reward_map.check_policy()
+        self.format_bonus = self.reward_map.format_bonus
         self.__name__ = name
         self.timeout_s = timeout_s
         self.feedback_chars = int(feedback_chars)
@@ -293,8 +271,8 @@ class VerifierReward:
             return [PoolResult(None, t.id, t.system, failure) for t in tasks]
 
     def reward_of(self, result: CheckResult) -> float | None:
-        """The reward of one verdict: the reward map's, plus ``format_bonus`` where it applies."""
-        return shaped_reward(result, self.reward_map, self.format_bonus)
+        """The reward of one verdict: the reward map's (``format_bonus`` included, where it applies)."""
+        return self.reward_map(result)
 
     def outcome(self, result: Any, proof: str) -> Outcome:
         """The :class:`Outcome` of one pool result (see :meth:`check_results`) for ``proof``."""

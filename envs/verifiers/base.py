@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError, VerifierCrashed, VerifierError
@@ -46,6 +47,67 @@ FENCE_NOTE = "proofgym: took the last fenced code block of the submission"
 
 #: The audit policies every prover's config takes (``audit``): an independent re-check of an OK.
 AUDIT_MODES = ("always", "sample", "never")
+
+
+#: What a task's ``timeout_s`` counts (:class:`Budget`): wall-clock seconds, the prover's CPU seconds, or z3's
+#: resource units (Dafny's ``rlimit``).
+TIMEOUT_CLOCKS = ("wall", "cpu", "rlimit")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The time budget of one check: what ``timeout_s`` counts, and when the check's wall clock runs out.
+
+    One owner for every prover and the pool: a prover's config makes it (:attr:`ProverConfig.budget`),
+    validated once there; the pool's worker sends its :meth:`wall_s` with each check, so the pool's
+    deadline is the verifier's own.
+
+    Attributes:
+        clock: ``"wall"`` (``timeout_s`` wall-clock seconds), ``"cpu"`` (the prover's CPU seconds) or
+            ``"rlimit"`` (z3's resource units, Dafny); with either deterministic clock the wall clock is a backstop.
+        wall_backstop: The backstop, a multiple of ``timeout_s`` (>= 1).
+
+    Example:
+        >>> Budget("cpu", 4.0).wall_s(30), Budget().wall_s(30)
+        (120.0, 30.0)
+    """
+
+    clock: str = "wall"
+    wall_backstop: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.clock not in TIMEOUT_CLOCKS:
+            raise ValueError(f"timeout_clock must be 'wall' or 'cpu', got {self.clock!r}")
+        backstop = self.wall_backstop
+        if isinstance(backstop, bool) or not isinstance(backstop, (int, float)) or not backstop >= 1:
+            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {backstop!r}")
+
+    def wall_s(self, timeout_s: float) -> float:
+        """The wall-clock seconds a check of a task with ``timeout_s`` may run."""
+        return float(timeout_s) * (1.0 if self.clock == "wall" else float(self.wall_backstop))
+
+
+@dataclass(frozen=True)
+class ProverConfig:
+    """What every prover's config shares: the wall-clock backstop of its time budget.
+
+    A subclass (``CoqConfig``, ``DafnyConfig``, ``HolLightConfig``) says which clock ``timeout_s`` counts
+    (:meth:`timeout_clock_of`); :attr:`budget` is then validated once, when the config is made.
+    """
+
+    wall_backstop: float = 4.0
+
+    def __post_init__(self) -> None:
+        self.budget  # noqa: B018 - validates the clock and the backstop, once, here
+
+    def timeout_clock_of(self) -> str:
+        """The clock of ``timeout_s`` (default: wall-clock)."""
+        return "wall"
+
+    @property
+    def budget(self) -> Budget:
+        """The time budget of every check made with this config."""
+        return Budget(self.timeout_clock_of(), self.wall_backstop)
 
 
 class ContextLoadError(TaskFormatError):
@@ -93,6 +155,26 @@ class Rejected(Exception):  # noqa: N818 - a verdict reached before the prover r
     def invalid(cls, exc: InvalidSubmission) -> Rejected:
         """A submission no prover may see (empty, binary, oversized): the same ERROR in every system."""
         return cls(Verdict.ERROR, (f"invalid submission: {exc}",), ErrorCategory.SYNTAX)
+
+
+#: The first words of the verdict on a proof under which the prover died twice (:func:`died_under_proof`).
+DIED_TWICE = "the prover died under this proof twice"
+
+
+def died_under_proof(detail: str, *, backend: str, messages: Iterable[str] = ()) -> CheckResult:
+    """The verdict on a proof under which the prover died again on a fresh process: the one policy for every prover.
+
+    A prover process that dies under a proof (its memory, stack or CPU limit, a crash, or a kill from outside:
+    an operator, the OOM killer) is retried once on a fresh process, and a death the retry does not repeat gives
+    the retry's verdict. A second death is the proof's doing: ERROR (category ``resource``) with what to change,
+    reward 0, never CHEATING (dying proves nothing false). A prover that cannot run with no proof to blame
+    raises :class:`~proofgym.envs.errors.VerifierError` instead: a harness failure, no reward. See
+    docs/verdicts.md, "A prover that dies under a proof".
+    """
+    return CheckResult(Verdict.ERROR, (f"{DIED_TWICE}, the second time on a fresh process ({detail}): it ran the "
+                                       "prover out of memory, stack or CPU time, or crashed it; make it smaller or "
+                                       "simpler, or prove the goal another way",),
+                       tuple(messages), error_category=ErrorCategory.RESOURCE, backend=backend)
 
 
 def invalid_submission(exc: InvalidSubmission) -> CheckResult:
@@ -177,6 +259,11 @@ class ProverVerifier(abc.ABC):
             raise TaskFormatError(f"task {task.id} is for {task.system!r}, not {self.system}")
 
     # -- checking -------------------------------------------------------------------------------
+    @property
+    def budget(self) -> Budget:
+        """The time budget of this verifier's checks (its config's, validated when the config was made)."""
+        return self.config.budget
+
     @property
     def prover_version(self) -> str:
         """What a result records as ``prover_version`` when the check did not say (e.g. a precheck)."""

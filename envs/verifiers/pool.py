@@ -24,8 +24,8 @@ envs and the verifier HTTP service all use:
 
 Harness failures are values here, not exceptions: a :class:`PoolResult` carries either a
 :class:`~proofgym.envs.types.CheckResult` or ``harness_error`` (the verifier broke, the worker died
-twice, the task does not load...). Callers must never score one as 0; ``PoolResult.reward`` is
-``None`` for them.
+twice, the task does not load...). Callers must never score one as 0: its ``result`` is
+``None``, and :class:`~proofgym.envs.rewards.RewardMap` scores ``None`` as ``None``.
 
 Engines: :class:`LocalVerifierPool` (worker processes on this machine) and
 :class:`~proofgym.envs.verifiers.ray_pool.RayVerifierPool` (one actor per node and system, each a
@@ -82,9 +82,9 @@ from multiprocessing.connection import wait as wait_for_ready
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError, VerifierCrashed, VerifierError
-from proofgym.envs.rewards import RewardMap
 from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.base import Budget
 from proofgym.envs.verifiers.procfs import tree_cpu_s
 from proofgym.envs.verifiers.verdict_cache import (
     DEFAULT_VERDICT_CACHE_ENTRIES,
@@ -140,8 +140,6 @@ class HarnessFailure:
 #: load (and lex) the task's context on a cold worker. A prover's own start-up (a HOL Light server
 #: loading its base, minutes) is not counted: the worker runs the verifier's ``prepare(task)`` first.
 DEFAULT_CONTEXT_ALLOWANCE_S = 120.0
-
-_DEFAULT_REWARDS = RewardMap()
 
 
 class PoolClosed(VerifierError):
@@ -219,10 +217,6 @@ class PoolResult:
     @property
     def ok(self) -> bool:
         return self.result is not None and self.result.verdict is Verdict.OK
-
-    def reward(self, reward_map: RewardMap = _DEFAULT_REWARDS) -> float | None:
-        """The reward of the verdict; ``None`` for a harness failure (TRL drops it; never score it 0)."""
-        return reward_map(self.result)
 
     def raise_for_harness(self) -> CheckResult:
         """The :class:`CheckResult`, or :class:`~proofgym.envs.errors.VerifierCrashed` for a harness failure."""
@@ -615,15 +609,27 @@ def construct_verifier(make: VerifierFactory, system: str, kwargs: Mapping[str, 
     return make(system, **kwargs) if takes_system else make(**kwargs)
 
 
-def classify_failure(exc: BaseException) -> str:
-    """The :class:`Boundary` value of a failure raised by a verifier's ``check``."""
+def check_wall_s(verifier: Any, task: Task) -> float:
+    """The wall-clock seconds ``verifier`` itself allows a check of ``task``: its :class:`~.base.Budget`'s (the
+    task's ``timeout_s``, or the backstop of a CPU or z3 budget); ``timeout_s`` for a verifier without one.
+
+    The pool's deadline for the check is this plus the context allowance, sent by the worker that runs it. Red
+    team round 6: the pool answered TIMEOUT at ``timeout_s`` wall for a check the CPU-clocked verifier would
+    still answer OK on a loaded machine, so the verdict depended on the load again.
+    """
+    budget = getattr(verifier, "budget", None)
+    return budget.wall_s(task.timeout_s) if isinstance(budget, Budget) else float(task.timeout_s)
+
+
+def classify_failure(exc: BaseException) -> Boundary:
+    """The :class:`Boundary` of a failure raised by a verifier's ``check``."""
     if isinstance(exc, VerifierError):
-        return "verifier"
+        return Boundary.VERIFIER
     if isinstance(exc, (TaskFormatError, ProofgymError)):
-        return "task"
+        return Boundary.TASK
     if isinstance(exc, OSError):  # a binary that vanished, a temp dir that cannot be written
-        return "verifier"
-    return "internal"
+        return Boundary.VERIFIER
+    return Boundary.INTERNAL
 
 
 def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | str | None,
@@ -658,21 +664,20 @@ def _worker_main(conn: Connection, parent_pid: int, factory: VerifierFactory | s
                 prepare = getattr(verifier, "prepare", None)
                 if prepare is not None:
                     prepare(task)  # the prover's own start-up is not part of the check's deadline
-                conn.send(("running", seq))
+                conn.send(("running", seq, check_wall_s(verifier, task)))
                 cpu_before = tree_cpu_s() if measure_cpu else 0.0
                 result = verifier.check(task, proof)
                 if measure_cpu and not result.cpu_s:
                     result = result.with_timing(result.wall_s, cpu_s=max(0.0, tree_cpu_s() - cpu_before))
-                reply: tuple[Any, ...] = ("result", seq, result, "", "")
+                reply: tuple[str, int, CheckResult | HarnessFailure] = ("result", seq, result)
             except Exception as exc:  # noqa: BLE001 - every failure goes back as a value
                 kind = classify_failure(exc)
-                if kind != "task":  # a broken verifier is rebuilt for the next check
+                if kind is not Boundary.TASK:  # a broken verifier is rebuilt for the next check
                     broken = verifiers.pop(task.system, None)
                     if broken is not None:
                         with contextlib.suppress(Exception):
                             broken.close()
-                message_text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:2000]
-                reply = ("result", seq, None, kind, message_text)
+                reply = ("result", seq, HarnessFailure(kind, f"{type(exc).__name__}: {exc}".replace("\n", " ")[:2000]))
             conn.send(reply)
     finally:
         for verifier in verifiers.values():
@@ -1052,27 +1057,27 @@ class LocalVerifierPool(VerifierPool):
                     if message[0] == "ready":
                         slot.ready, slot.pid, slot.failed_starts, slot.came_up = True, int(message[1]), 0, True
                         continue
-                    if message[0] == "running":
+                    if message[0] == "running":  # with the wall-clock seconds the worker's verifier allows
                         if slot.current is not None and slot.current.seq == message[1]:
                             slot.current.ran_at = time.monotonic()
-                            slot.current.check_deadline = (slot.current.ran_at + self._wall_s(slot.current.task)
-                                                           + self.context_allowance_s)
+                            slot.current.check_deadline = slot.current.ran_at + message[2] + self.context_allowance_s
                         continue
-                    _, seq, result, kind, text = message
+                    _, seq, outcome = message  # the worker's CheckResult or HarnessFailure
                     job = slot.current
                     if job is None or job.seq != seq:
                         continue  # a job failed by close() or the watchdog meanwhile
-                    if result is not None and result.verdict is Verdict.OK and job.check_deadline \
+                    if isinstance(outcome, CheckResult) and outcome.verdict is Verdict.OK and job.check_deadline \
                             and time.monotonic() > job.check_deadline:
-                        result = self._late(job)  # never a late OK
+                        outcome = self._late(job)  # never a late OK
                     slot.current = None
                     slot.checks += 1
-                    if result is not None and job.ran_at:
+                    if isinstance(outcome, CheckResult) and job.ran_at:
                         self._estimates.record(job, time.monotonic() - job.ran_at)
-                    if result is None and kind == "verifier":  # the worker dropped that system's verifier
+                    broke = isinstance(outcome, HarnessFailure) and outcome.boundary is Boundary.VERIFIER
+                    if broke:  # the worker dropped that system's verifier
                         for key in [k for k in slot.warm if k.startswith(f"{job.task.system}:")]:
                             del slot.warm[key]
-                    if result is None and kind == "verifier" and job.attempts <= self.max_retries:
+                    if broke and job.attempts <= self.max_retries:
                         # The prover broke under the check (killed, crashed): the worker has dropped that
                         # verifier, so the retry runs on a fresh one. A prover that cannot start fails again.
                         self._counters["retries"] += 1
@@ -1080,7 +1085,6 @@ class LocalVerifierPool(VerifierPool):
                         continue
                     worker = f"local:{slot.index}:{slot.pid}"
                     now = time.monotonic()
-                    outcome = result if result is not None else HarnessFailure.of(kind, text)
                     finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, outcome,
                                                      job.attempts, worker, job.started - job.submitted,
                                                      now - job.submitted)))
@@ -1257,18 +1261,6 @@ class LocalVerifierPool(VerifierPool):
                 finished.append((job, PoolResult(job.request_id, job.task.id, job.task.system, self._late(job),
                                                  job.attempts, f"local:{slot.index}:{slot.pid}",
                                                  job.started - job.submitted, now - job.submitted)))
-
-    def _wall_s(self, task: Task) -> float:
-        """The wall-clock seconds the worker's verifier itself allows ``task``: ``timeout_s``, or with a CPU-time
-        budget (``timeout_clock="cpu"``) its wall backstop, ``wall_backstop * timeout_s``. Red team round 6: the
-        pool answered TIMEOUT at ``timeout_s`` wall (plus the context allowance) for a check the CPU-clocked
-        verifier would still answer OK on a loaded machine, so the verdict depended on the load again."""
-        kwargs = {**self._verifier_kwargs, **self._system_kwargs.get(task.system, {})}
-        config = kwargs.get("config")
-        clock = kwargs.get("timeout_clock", getattr(config, "timeout_clock", "wall"))
-        if clock != "cpu":
-            return task.timeout_s
-        return task.timeout_s * max(1.0, float(kwargs.get("wall_backstop", getattr(config, "wall_backstop", 4.0))))
 
     def _late(self, job: _Job) -> CheckResult:
         return CheckResult(Verdict.TIMEOUT, (

@@ -43,7 +43,7 @@ from pathlib import Path
 from proofgym.envs.errors import InvalidSubmission, ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import COQ
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ProverVerifier, Rejected
+from proofgym.envs.verifiers.base import ProverConfig, ProverVerifier, Rejected, died_under_proof
 from proofgym.envs.verifiers.coq import isolation
 from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import MESSAGE_BYTES, IdeTop, Reply
@@ -72,7 +72,7 @@ PRIMITIVE_MODULES = ("PrimInt63", "PrimFloat", "PArray", "PrimString")
 
 
 @dataclass(frozen=True)
-class CoqConfig:
+class CoqConfig(ProverConfig):
     """Options of :class:`CoqVerifier`."""
 
     coqidetop: str = "coqidetop.opt"
@@ -97,13 +97,15 @@ class CoqConfig:
     # What a task's timeout_s counts (the README's TIMEOUT policy): "wall" (default), wall-clock seconds of
     # stepping the proof; "cpu", the prover's CPU seconds for it (a budget that does not move when the machine
     # is busy), with a wall-clock backstop at wall_backstop * timeout_s for a prover that waits without computing.
-    timeout_clock: str = "wall"
-    wall_backstop: float = 4.0
+    timeout_clock: str = "wall"  # with the backstop (ProverConfig.wall_backstop): the checks' Budget
     # Debian's Coq cannot compile native code (its Nativevalues interface is not installed), so an honest
     # `native_compute` failed ("Native compiler exited with status 2") for an environmental reason. True runs
     # coqidetop and coqc with `-native-compiler no`: `native_compute` then falls back to `vm_compute`, Coq's own
     # documented fallback. False (an install with a working native compiler) passes nothing.
     native_compute_fallback: bool = True
+
+    def timeout_clock_of(self) -> str:
+        return self.timeout_clock
 
 
 @dataclass
@@ -200,10 +202,6 @@ class CoqVerifier(ProverVerifier):
     def __init__(self, config: CoqConfig | None = None, **overrides: object) -> None:
         super().__init__(config, **overrides)
         cfg = self.config
-        if cfg.timeout_clock not in ("wall", "cpu"):
-            raise ValueError(f"timeout_clock must be 'wall' or 'cpu', got {cfg.timeout_clock!r}")
-        if cfg.wall_backstop < 1:
-            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {cfg.wall_backstop!r}")
         for tool in (cfg.coqidetop, cfg.coqc):
             if shutil.which(tool) is None:
                 raise ProverNotFound(f"{tool} not found; {COQ.install_hint}")
@@ -467,11 +465,11 @@ class CoqVerifier(ProverVerifier):
                     # "Out of memory" for reasons that are not theirs. Start the next check fresh.
                     self._drop(session)
                 return outcome
-            except ProcessDied as exc:
+            except ProcessDied as exc:  # retried once on a fresh coqidetop (the policy: died_under_proof)
                 self._drop(session)
                 if attempt == 1:
-                    return _Outcome(Verdict.FAIL, ["the prover died while running the proof (resource limits)"],
-                                    [str(exc)], category=ErrorCategory.RESOURCE)
+                    died = died_under_proof("coqidetop exited", backend="coqidetop", messages=[str(exc)])
+                    return _Outcome(died.verdict, list(died.reasons), list(died.messages), category=died.error_category)
             except DeadlinePassed as exc:
                 # An interrupted computation may leave a grown heap or half-updated state behind.
                 self._drop(session)
@@ -495,7 +493,7 @@ class CoqVerifier(ProverVerifier):
     def _step(self, session: _Session, task: Task, normalized: NormalizedProof) -> _Outcome:
         ide = session.ide
         cpu = self.config.timeout_clock == "cpu"
-        deadline = time.monotonic() + task.timeout_s * (self.config.wall_backstop if cpu else 1.0)
+        deadline = time.monotonic() + self.budget.wall_s(task.timeout_s)
         # The CPU budget counts the prover's CPU from here: the statement and the proof, as the wall clock did.
         cpu_until = ide.cpu_s() + task.timeout_s if cpu else None
 

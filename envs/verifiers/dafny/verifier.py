@@ -56,7 +56,7 @@ from pathlib import Path
 from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import DAFNY
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
-from proofgym.envs.verifiers.base import ProverVerifier, Rejected
+from proofgym.envs.verifiers.base import ProverConfig, ProverVerifier, Rejected, died_under_proof
 from proofgym.envs.verifiers.dafny.equiv import LEMMA_NOTE, EquivalenceResult, equivalence_program
 from proofgym.envs.verifiers.dafny.integrity import (
     AXIOM_MARK,
@@ -154,7 +154,7 @@ def dafny_available(dafny_dir: str = DAFNY_DIR, mono: str = "mono") -> bool:
 
 
 @dataclass(frozen=True)
-class DafnyConfig:
+class DafnyConfig(ProverConfig):
     """Options of :class:`DafnyVerifier`."""
 
     backend: str = "server"  # "server": warm DafnyServer; "cli": a fresh dafny per check (the naive way)
@@ -169,14 +169,17 @@ class DafnyConfig:
     # A deterministic budget (the README's TIMEOUT policy): z3's resource limit per implementation (/rlimit:N,
     # in z3's own units; 0: off, the budget is /timeLimit, wall-clock). With it, the wall-clock limits become a
     # backstop: /timeLimit and the outer kill at wall_backstop * timeout_s.
-    rlimit: int = 0
-    wall_backstop: float = 4.0
+    rlimit: int = 0  # the backstop is ProverConfig.wall_backstop; the checks' Budget: timeout_clock_of
     restart_every: int = 200  # restart the server after this many checks (bounds its memory and CPU time)
     filename: str = "program.dfy"
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(
         memory_bytes=8 * 1024**3, cpu_seconds=3600, max_processes=512))
     use_bwrap: bool | None = None  # None: use bubblewrap when it works here
     seed: int = 0
+
+    def timeout_clock_of(self) -> str:
+        """z3's resource units under a resource limit (the wall clock is then a backstop), else wall-clock seconds."""
+        return "rlimit" if self.rlimit else "wall"
 
 
 @dataclass
@@ -212,8 +215,6 @@ class DafnyVerifier(ProverVerifier):
             raise ValueError(f"backend must be 'server' or 'cli', got {cfg.backend!r}")
         if isinstance(cfg.rlimit, bool) or not isinstance(cfg.rlimit, int) or cfg.rlimit < 0:
             raise ValueError(f"rlimit must be an int >= 0 (z3 resource units; 0: off), got {cfg.rlimit!r}")
-        if cfg.wall_backstop < 1:
-            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {cfg.wall_backstop!r}")
         mono = shutil.which(cfg.mono)
         if mono is None:
             raise ProverNotFound(f"{cfg.mono} not found (Dafny 2.3 runs on mono); {DAFNY.install_hint}")
@@ -237,7 +238,7 @@ class DafnyVerifier(ProverVerifier):
         self._server: DafnyServer | None = None
         self._anchors: dict[str, Anchor] = {}
         self.stats.update({"server_starts": 0, "server_requests": 0, "cli_runs": 0, "audits": 0,
-                           "server_fallbacks": 0, "outer_kills": 0, "translations": 0})
+                           "server_fallbacks": 0, "cli_retries": 0, "outer_kills": 0, "translations": 0})
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -300,7 +301,7 @@ class DafnyVerifier(ProverVerifier):
     # -- internals ----------------------------------------------------------------------------
     def _wall_s(self, timeout_s: float) -> float:
         """The wall-clock seconds a run gets: the task's timeout, or its backstop under a z3 resource limit."""
-        return timeout_s * self.config.wall_backstop if self.config.rlimit else timeout_s
+        return self.budget.wall_s(timeout_s)
 
     def _base_args(self, timeout_s: float, *, no_cheating: bool | None = None, server: bool = True) -> list[str]:
         limit = max(1, min(self.config.max_time_limit_s, math.ceil(self._wall_s(timeout_s))))
@@ -459,11 +460,9 @@ class DafnyVerifier(ProverVerifier):
             return CheckResult(Verdict.TIMEOUT, (f"z3 ran out of its resource limit (rlimit={self.config.rlimit})",),
                                messages + out.prover_errors[:1], error_category=ErrorCategory.TIMEOUT,
                                backend=backend, cpu_s=run.cpu_s)
-        if run.crashed:
-            category = primary_category(out.diagnostics)
-            return CheckResult(Verdict.FAIL, (f"Dafny crashed on this program: {run.crashed}",), messages,
-                               error_category=category if category is not ErrorCategory.NONE
-                               else ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
+        if run.crashed:  # on a fresh process, after a first death (see _verify): the policy of died_under_proof
+            return replace(died_under_proof(f"Dafny {run.crashed}", backend=backend, messages=messages),
+                           cpu_s=run.cpu_s)
         errors = out.errors
         category = primary_category(out.diagnostics)
 
@@ -565,7 +564,11 @@ class DafnyVerifier(ProverVerifier):
     # -- running Dafny ------------------------------------------------------------------------
     def _verify(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
         if self.config.backend == "cli":
-            return self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
+            run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
+            if run.crashed:  # a death is retried once on a fresh process (died_under_proof)
+                self.stats["cli_retries"] += 1
+                run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
+            return run
         cpu_before = self._server.cpu_s if self._server is not None else 0.0
         try:
             text = self._server_request("verify", program, self._base_args(timeout_s, no_cheating=no_cheating),
@@ -574,7 +577,8 @@ class DafnyVerifier(ProverVerifier):
             self.stats["outer_kills"] += 1
             return _Run(DafnyOutput(), "server", timed_out=True)
         except ProcessDied:
-            # The program made Dafny (or z3) crash: a fresh process gives the verdict.
+            # The server died under the program (the first death): a fresh process, the CLI, gives the verdict, and
+            # a crash there is the second (died_under_proof).
             self.stats["server_fallbacks"] += 1
             return self._cli(program, timeout_s, boogie=True, no_cheating=no_cheating)
         server = self._server

@@ -62,7 +62,7 @@ from typing import IO
 from proofgym.envs.errors import ProverNotFound, TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import HOL_LIGHT
 from proofgym.envs.types import CheckResult, ErrorCategory, Goal, Task, Verdict
-from proofgym.envs.verifiers.base import ContextLoadError, ProverVerifier
+from proofgym.envs.verifiers.base import ContextLoadError, ProverConfig, ProverVerifier, died_under_proof
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
@@ -105,7 +105,7 @@ class BaseContext:
 
 
 @dataclass(frozen=True)
-class HolLightConfig:
+class HolLightConfig(ProverConfig):
     """Options of :class:`HolLightVerifier`."""
 
     hol_dir: str = DEFAULT_HOL_DIR  # the installation: hol.ml and its library
@@ -121,8 +121,7 @@ class HolLightConfig:
     # "cpu", at timeout_s CPU seconds of the worker (user + system, read from /proc by the zygote at least every
     # 50 ms; goal parsing, vetting, compiling and the tactic), with a wall-clock backstop at wall_backstop *
     # timeout_s for a worker that waits without computing. A verdict that must not depend on load takes "cpu".
-    timeout_clock: str = "wall"
-    wall_backstop: float = 4.0
+    timeout_clock: str = "wall"  # with the backstop (ProverConfig.wall_backstop): the checks' Budget
     # Recycling (see HolLightServer.after_check): the root and the zygotes keep their major GC all but off (a
     # collection would copy the shared heap into each process), so what they allocate while serving stays.
     # A zygote is reloaded after zygote_max_checks checks, or once its private memory has grown by more than
@@ -142,6 +141,9 @@ class HolLightConfig:
     progress: bool | None = None
     heartbeat_s: float = 30.0
     build_dir: str = ""  # cache for the compiled C stubs; default $PROOFGYM_CACHE or ~/.cache/proofgym
+
+    def timeout_clock_of(self) -> str:
+        return self.timeout_clock
 
 
 def hol_toplevel(hol_dir: str, toplevel: str = "") -> list[str]:
@@ -702,10 +704,6 @@ class HolLightVerifier(ProverVerifier):
     def __init__(self, config: HolLightConfig | None = None, **overrides: object) -> None:
         super().__init__(config, **overrides)
         cfg = self.config
-        if cfg.timeout_clock not in ("wall", "cpu"):
-            raise ValueError(f"timeout_clock must be 'wall' or 'cpu', got {cfg.timeout_clock!r}")
-        if cfg.wall_backstop < 1:
-            raise ValueError(f"wall_backstop must be >= 1 (a multiple of timeout_s), got {cfg.wall_backstop!r}")
         if not Path(cfg.hol_dir, "hol.ml").is_file():
             raise ProverNotFound(f"HOL Light not found at {cfg.hol_dir} (no hol.ml); {HOL_LIGHT.install_hint}")
         self._bases = {b.name: b for b in cfg.bases}
@@ -810,8 +808,10 @@ class HolLightVerifier(ProverVerifier):
             except (ProcessDied, DeadlinePassed) as exc:
                 with self._lock:
                     self.stats["server_deaths"] += 1
-                result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
-                                     error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
+                result = died_under_proof(f"{exc}; the server restarts for the next check", backend="hol_light-fork") \
+                    if isinstance(exc, ProcessDied) else CheckResult(
+                        Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
+                        error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
                 if retry or isinstance(exc, DeadlinePassed):
                     break
             else:
@@ -836,7 +836,7 @@ class HolLightVerifier(ProverVerifier):
                 self.stats["contexts_loaded"] += loaded
                 self.stats["evictions"] += evicted
             # A CPU-time budget goes as a sixth field; the deadline (the fourth) is then its wall-clock backstop.
-            wall_s = task.timeout_s * (cfg.wall_backstop if cfg.timeout_clock == "cpu" else 1.0)
+            wall_s = cfg.budget.wall_s(task.timeout_s)
             request = [key, goal, proof, str(int(wall_s * 1000)), str(cfg.worker_memory_bytes)]
             if cfg.timeout_clock == "cpu":
                 request.append(str(max(1, int(task.timeout_s * 1000))))
