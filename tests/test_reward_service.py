@@ -300,7 +300,8 @@ def test_two_torchrun_ranks_of_grpo_score_on_the_one_service_local_rank_0_starte
            "--torch_threads", "1", "--verifier_workers", "1", "--prompt_context_chars", "60",
            "--verifier_service", "node"]
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "PROOFGYM_TEST_RECORD": str(record)}
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PROOFGYM_TEST_RECORD": str(record)}
     env.pop("PROOFGYM_VERIFIER_SERVICE", None)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
