@@ -29,9 +29,8 @@ from tests.test_pool import _alive
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
 
-from proofgym.envs.verifiers.ray_pool import RayVerifierPool  # noqa: E402 - after the importorskip
-
-pytestmark = [pytest.mark.prover, requires_coq]
+from proofgym.envs.errors import DependencyNotInstalled  # noqa: E402
+from proofgym.envs.verifiers.ray_pool import RayVerifierPool, _usable_nodes  # noqa: E402 - after the importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,6 +128,20 @@ def _add_node(cluster: Any, name: str | None = None, **node_args: Any) -> Any:
     return node
 
 
+def test_the_nodes_that_get_an_actor():
+    """Alive nodes with CPUs, narrowed by id (``nodes``) or by a custom resource (``node_resource``), from what
+    ``ray.nodes()`` says; none left is an error that says where to look."""
+    nodes = [{"NodeID": "head", "Alive": True, "Resources": {"node:__internal_head__": 1.0}},  # no CPUs
+             {"NodeID": "a", "Alive": True, "Resources": {"CPU": 4.0, "verifier": 1.0}},
+             {"NodeID": "b", "Alive": True, "Resources": {"CPU": 8.0}},
+             {"NodeID": "gone", "Alive": False, "Resources": {"CPU": 2.0, "verifier": 1.0}}]
+    assert _usable_nodes(nodes, None, None) == [("a", 4), ("b", 8)]
+    assert _usable_nodes(nodes, None, "verifier") == [("a", 4)]
+    assert _usable_nodes(nodes, ["b", "gone"], None) == [("b", 8)]
+    with pytest.raises(DependencyNotInstalled, match="offering the resource 'verifier'.*ray status"):
+        _usable_nodes(nodes, ["b"], "verifier")
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A head node without CPUs (the driver's: no verifier there) and nodes ``node_a`` and ``node_b``, one CPU each."""
@@ -172,6 +185,8 @@ def _per_node(stats: dict[str, Any], system: str = "coq") -> dict[str, int]:
     return {a["node_id"]: int(a.get("completed", 0)) for a in stats["per_actor"] if a["system"] == system}
 
 
+@pytest.mark.prover
+@requires_coq
 def test_one_actor_per_node_and_checks_spread_over_the_nodes(ray_cluster, tiny_suite):
     a, b = _node_id(ray_cluster, "node_a"), _node_id(ray_cluster, "node_b")
     requests = _requests(load_task_list(tiny_suite))
@@ -243,6 +258,8 @@ def _ranks_on_their_nodes(cluster: Any, suite: Path, share: str, run_rank: Any) 
     return out
 
 
+@pytest.mark.prover
+@requires_coq
 def test_checks_for_a_node_are_answered_by_its_shared_actor(ray_cluster, tiny_suite):
     """The launcher's pool starts one actor per node under a shared name; a second pool with that name and
     ``node=<a node id>`` (here in this process) uses those actors, and that node's actor answers all its checks."""
@@ -250,6 +267,8 @@ def test_checks_for_a_node_are_answered_by_its_shared_actor(ray_cluster, tiny_su
                           lambda _name, node_id: _rank(str(tiny_suite), "test-node", node_id))
 
 
+@pytest.mark.prover
+@requires_coq
 @pytest.mark.slow  # two more Ray workers, one per node: about a minute more on a loaded machine
 def test_a_rank_on_a_node_checks_on_that_nodes_actor(ray_cluster, tiny_suite):
     """Ranks as Ray tasks placed on node_a and node_b by their resources, each with ``node="local"``."""
@@ -264,6 +283,8 @@ def test_a_rank_on_a_node_checks_on_that_nodes_actor(ray_cluster, tiny_suite):
         name: _node_id(ray_cluster, name) for name in ("node_a", "node_b")}  # each rank ran on its node
 
 
+@pytest.mark.prover
+@requires_coq
 def test_a_node_removed_mid_batch_loses_no_check(ray_cluster, tiny_suite):
     """Node C leaves the cluster while it holds checks: each is sent to node A or B and answered exactly once,
     with Coq's verdict. C's verifier worker is stopped (SIGSTOP) before the batch, so that the checks C gets

@@ -240,7 +240,8 @@ class RayVerifierPool(VerifierPool):
         share: A name for this pool's actors in the cluster: every pool with the same ``share`` uses the same
             actor per node and system (the first pool creates it with its settings; it lives as long as that pool,
             whose :meth:`close` ends it; the others' ``close`` leaves it). Give each training rank's pool the
-            launcher's ``share`` and ``node="local"``: the ranks of a node then share that node's warm verifiers.
+            launcher's ``share``, ``nodes``/``node_resource`` and ``node="local"``: the ranks of a node then share
+            that node's warm verifiers.
         start_timeout_s: How long to wait for the actors' workers to come up.
         measure_cpu, context_allowance_s: As for :class:`LocalVerifierPool` (each actor's local pool enforces
             the deadline).
