@@ -57,7 +57,7 @@ from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.types import CheckResult, Task
-from proofgym.envs.verifiers.pool import Boundary, HarnessFailure, PoolResult
+from proofgym.envs.verifiers.pool import HARNESS_KINDS, Boundary, HarnessFailure, PoolResult
 
 __all__ = [
     "SERVICE_ENV",
@@ -93,7 +93,7 @@ def _result(row: Mapping[str, Any], task: Task) -> PoolResult:
     """A ``/check`` result row as a :class:`PoolResult` (a null verdict is the service's harness failure)."""
     if row.get("verdict") is None:
         kind = str(row.get("error_kind") or Boundary.VERIFIER.value)
-        boundary = Boundary(kind) if kind in Boundary._value2member_map_ else Boundary.VERIFIER
+        boundary = Boundary(kind) if kind in HARNESS_KINDS else Boundary.VERIFIER
         outcome: CheckResult | HarnessFailure = HarnessFailure(boundary, str(row.get("harness_error") or "no verdict"))
     else:
         outcome = CheckResult.from_dict(row)
