@@ -14,7 +14,7 @@ from proofgym.agents.prompts import prompts_for, register_prompts
 from proofgym.agents.prompts.base import ZeroShotPrompts
 from proofgym.agents.strategies import Attempt, PlainStrategy, make_strategy
 from proofgym.envs.errors import ProofgymError
-from proofgym.envs.types import Task
+from proofgym.envs.types import CheckResult, Task, Verdict
 
 TASK = Task(id="t.plus0", system="coq", context="Require Import Lia.\n", statement="Lemma plus0 (n : nat) : n + 0 = n.",
             reference_proof="Proof. lia. Qed.", category="P1")
@@ -119,12 +119,12 @@ def test_plain_strategy_repairs_with_feedback_and_stops_on_ok():
     first = strategy.request(TASK, 0, [])
     assert first is not None and first.attempt == 0 and len(first.messages) == 2
     failed = Attempt(proof="Proof. auto. Qed.", raw="```coq\nProof. auto. Qed.\n```",
-                     result={"verdict": "FAIL", "feedback": "Verdict: FAIL\nno more subgoals expected"})
+                     result=CheckResult(Verdict.FAIL, messages=("no more subgoals expected",)))
     second = strategy.request(TASK, 0, [failed])
     assert second.attempt == 1
     assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
     assert second.messages[2]["content"] == failed.raw and "no more subgoals expected" in second.messages[3]["content"]
-    ok = Attempt(proof="p", raw="p", result={"verdict": "OK"})
+    ok = Attempt(proof="p", raw="p", result=CheckResult(Verdict.OK))
     assert strategy.request(TASK, 0, [failed, ok]) is None
     assert PlainStrategy().request(TASK, 0, [failed]) is None  # one attempt by default
 

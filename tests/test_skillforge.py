@@ -214,7 +214,7 @@ def test_failure_within_budget_on_real_dafny() -> None:
 def _attempt(proof: str, result: CheckResult):
     from proofgym.agents.strategies.base import Attempt
 
-    return Attempt(proof=proof, raw=proof, result={**result.to_dict(), "feedback": result.feedback()})
+    return Attempt(proof=proof, raw=proof, result=result)
 
 
 def test_evaluation_strategy_takes_the_same_decisions() -> None:

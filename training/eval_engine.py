@@ -373,8 +373,7 @@ class _EvalLoop:
             self.bar.advance(f"harness failure: {broke[:60]}", ok=False)
             ep.env.close()  # dropped: no row, the next run redoes it
             return
-        result = _result_row(ep.task, ep.sample, checked)
-        ep.attempts.append(Attempt(proof=proof, raw=gen.text, result=result, generation=gen.info(),
+        ep.attempts.append(Attempt(proof=proof, raw=gen.text, result=checked, generation=gen.info(),
                                    messages=ep.request.messages if ep.request else (), parse_notes=notes))
         self._next_step(ep)
 
@@ -383,11 +382,17 @@ _RESULT_KEYS = ("verdict", "reasons", "messages", "remaining_goals", "error_cate
                 "backend", "prover_version", "audited")
 
 
+def _result_fields(result: CheckResult) -> dict[str, Any]:
+    """A check result's fields in an episode row (the row is the JSONL edge: the attempts keep the value)."""
+    row = result.to_dict()
+    return {key: row[key] for key in _RESULT_KEYS}
+
+
 def _episode_row(ep: _Episode, segment: str, elapsed: float) -> dict[str, Any]:
     final = ep.attempts[-1]
     attempts = []
     for i, a in enumerate(ep.attempts):
-        entry = {"attempt": i, "proof": a.proof, **{key: a.result.get(key) for key in _RESULT_KEYS}, **a.generation}
+        entry = {"attempt": i, "proof": a.proof, **_result_fields(a.result), **a.generation}
         if a.raw != a.proof:
             entry["raw"] = a.raw
         if a.parse_notes:
@@ -395,7 +400,7 @@ def _episode_row(ep: _Episode, segment: str, elapsed: float) -> dict[str, Any]:
         attempts.append(entry)
     costs = [a.generation.get("cost_usd") for a in ep.attempts]
     row = {"task_id": ep.task.id, "sample": ep.sample, "category": ep.task.category, "system": ep.task.system,
-           **{key: final.result.get(key) for key in _RESULT_KEYS},
+           **_result_fields(final.result),
            "proof": final.proof, "first_verdict": ep.attempts[0].verdict, "n_attempts": len(ep.attempts),
            "prompt_tokens": sum(int(a.generation.get("prompt_tokens", 0) or 0) for a in ep.attempts),
            "completion_tokens": sum(int(a.generation.get("completion_tokens", 0) or 0) for a in ep.attempts),

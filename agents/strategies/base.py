@@ -19,7 +19,7 @@ from typing import Any
 from proofgym.agents.base import Agent, Generation, Request
 from proofgym.agents.prompts import prompts_for
 from proofgym.envs.parsing import parse_proof, statement_to_strip
-from proofgym.envs.types import Task
+from proofgym.envs.types import CheckResult, Task
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Attempt:
     Attributes:
         proof: The text sent to the verifier.
         raw: The model's reply.
-        result: The check result as a dict (``CheckResult.to_dict()`` plus ``feedback``).
+        result: The verifier's :class:`CheckResult` (a results row is made from it only when the row is written).
         generation: Token counts, cost and timing (``Generation.info()``).
         messages: The request's chat messages.
         parse_notes: What the parser did.
@@ -37,18 +37,18 @@ class Attempt:
 
     proof: str
     raw: str
-    result: dict[str, Any]
+    result: CheckResult
     generation: dict[str, Any] = field(default_factory=dict)
     messages: tuple[Any, ...] = ()
     parse_notes: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
-        return str(self.result.get("verdict", ""))
+        return self.result.verdict.value
 
     @property
     def ok(self) -> bool:
-        return self.verdict == "OK"
+        return self.result.ok
 
 
 @dataclass
@@ -168,7 +168,7 @@ class PlainStrategy(Strategy):
         messages = list(prompts.messages(task, context=context))
         for attempt in history:
             messages.append({"role": "assistant", "content": attempt.raw})
-            messages.append({"role": "user", "content": prompts.repair(str(attempt.result.get("feedback", "")))})
+            messages.append({"role": "user", "content": prompts.repair(attempt.result.feedback())})
         return Request(tuple(messages), task=task, sample=sample, attempt=len(history))
 
     def describe(self) -> dict[str, Any]:

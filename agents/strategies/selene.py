@@ -229,7 +229,7 @@ class SeleneStrategy(Strategy):
         if len(history) >= self.max_attempts or history[-1].ok:
             return None
         first = history[0]
-        result = first.result if self.fix == "error" else None
+        result = first.result.to_dict() if self.fix == "error" else None
         demos = self.fixing.get(self._group_key(task), []) if self.fix == "error" else []
         messages = [*self.first_messages(task), {"role": "assistant", "content": first.raw or first.proof},
                     {"role": "user", "content": prompts.fixing_turn(task.system, result, demos)}]

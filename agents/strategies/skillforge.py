@@ -490,7 +490,7 @@ class SkillForgeStrategy(Strategy):
         """``(skill, temperature, program, result, note)`` for the next attempt after ``history``."""
         if not history:
             return "synth_body", BASE_TEMPERATURE, "", None, ""
-        results = [CheckResult.from_dict(a.result) for a in history]
+        results = [a.result for a in history]
         scores = [error_score(r) for r in results]
         last, res = history[-1].proof, results[-1]
         best = min(range(len(history)), key=lambda i: scores[i])
