@@ -173,6 +173,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     else:
         service_pool = node._service.pool  # noqa: SLF001 - the test looks at what close must free
         record["workers"] = service_pool.worker_pids()
+        record["ready_mode"] = (Path(rendezvous) / NodeVerifierService.READY).stat().st_mode & 0o777
     reward.pool.close()
     node.close()  # rank 0 (done first): waits for rank 1's goodbye, then shuts the service and its workers down
     if rank == 0:
@@ -205,7 +206,7 @@ def test_two_ranks_share_one_service_started_by_local_rank_0_with_one_cache_and_
     assert cache["hits"] + cache.get("coalesced", 0) == len(BATCH)  # rank 1's batch came from rank 0's checks
     # closed by whoever started it: no worker, no prover, no listener, no announcement left
     assert r0["workers"] and r0["workers_alive"] == [] and r0["provers_left"] == []
-    assert not r0["ready_file_left"]
+    assert not r0["ready_file_left"] and r0["ready_mode"] == 0o600  # it holds the token
     host, port = r0["url"].removeprefix("http://").split(":")
     with pytest.raises(ConnectionRefusedError), socket.create_connection((host, int(port)), timeout=10):
         pass

@@ -324,7 +324,7 @@ class NodeVerifierService:
                ranks: int, close_wait_s: float) -> NodeVerifierService:
         from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 
-        where.mkdir(parents=True, exist_ok=True)
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
         for stale in where.iterdir():  # an earlier run's announcement and goodbyes
             stale.unlink(missing_ok=True)
         token = secrets.token_hex(24)
@@ -337,9 +337,9 @@ class NodeVerifierService:
             pool.close()
             raise
         ready = where / f".{cls.READY}.{os.getpid()}"
-        ready.write_text(json.dumps({"url": service.url, "token": token, "pid": os.getpid(),
-                                     "host": socket.gethostname()}), encoding="utf-8")
-        ready.chmod(0o600)
+        fd = os.open(ready, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the token: readable by this user only
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"url": service.url, "token": token, "pid": os.getpid(), "host": socket.gethostname()}, fh)
         ready.replace(where / cls.READY)
         return cls(service.url, token, service=service, rendezvous=where, rank=0, ranks=ranks, by_id=tasks is not None,
                    close_wait_s=close_wait_s)
