@@ -179,7 +179,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     if rank == 0:
         record["workers_alive"] = [p for p in record["workers"] if _alive(p)]
         record["provers_left"] = prover_processes_below(os.getpid())
-        record["ready_file_left"] = (Path(rendezvous) / NodeVerifierService.READY).exists()
+        record["ready_file_left"] = Path(rendezvous).exists()  # nor the rendezvous directory
     (done / f"rank{rank}.json").write_text(json.dumps(record))
 
 

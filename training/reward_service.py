@@ -40,6 +40,7 @@ verification can hide behind the log-probability passes, not behind generation i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -386,6 +387,8 @@ class NodeVerifierService:
             self._service.shutdown()
             for path in (self.rendezvous / self.READY, *others):
                 path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # left when something else is in it
+                self.rendezvous.rmdir()
 
     def __enter__(self) -> NodeVerifierService:
         return self
