@@ -288,11 +288,15 @@ def test_a_rank_on_a_node_checks_on_that_nodes_actor(ray_cluster, tiny_suite):
 def test_a_node_removed_mid_batch_loses_no_check(ray_cluster, tiny_suite):
     """Node C leaves the cluster while it holds checks: each is sent to node A or B and answered exactly once,
     with Coq's verdict. C's verifier worker is stopped (SIGSTOP) before the batch, so that the checks C gets
-    are still in flight on C when it goes, whatever the machine's load."""
+    are still in flight on C when it goes, whatever the machine's load. A pool routed to C (``node=``, on the same
+    shared actors) goes on with the others too."""
     node_c = _add_node(ray_cluster, "node_c")
     c = node_c.node_id
     requests = _requests(load_task_list(tiny_suite), copies=2)
-    pool = RayVerifierPool(("coq",), workers_per_actor=1, verdict_cache=0, start_timeout_s=START_BOUND_S)
+    task, proof = requests[0][1], requests[0][2]
+    pool = RayVerifierPool(("coq",), workers_per_actor=1, verdict_cache=0, share="test-removal",
+                           start_timeout_s=START_BOUND_S)
+    pinned = RayVerifierPool(("coq",), share="test-removal", node=c, verdict_cache=0, start_timeout_s=START_BOUND_S)
     try:
         on_c = next(h for h in pool.actors("coq") if ray.get(h.ready.remote(), timeout=START_BOUND_S)["node_id"] == c)
         held = ray.get(on_c.ready.remote(), timeout=START_BOUND_S)["worker_pids"]
@@ -307,9 +311,13 @@ def test_a_node_removed_mid_batch_loses_no_check(ray_cluster, tiny_suite):
         results.extend(stream)
         assert _wait_until(lambda: pool.stats()["actors_lost"] == 1, START_BOUND_S), "C's actor was never dropped"
         stats = pool.stats()
-        later = pool.check(requests[0][1], requests[0][2]).verdict  # the pool goes on with A and B
+        later = pool.check(task, proof).verdict  # the pool goes on with A and B
+        moved = pinned.check_batch([("moved", task, proof)])[0]
     finally:
+        pinned.close()
         pool.close()
+        if node_c in ray_cluster.worker_nodes:  # the test failed before C left: the other tests expect A and B
+            ray_cluster.remove_node(node_c, allow_graceful=False)
     got = Counter(r.request_id for r in results)
     assert got == Counter({rid: 1 for rid, _, _ in requests}), "each check answered exactly once"
     assert {r.request_id: r.verdict for r in results} == {rid: _expected(rid) for rid, _, _ in requests}
@@ -318,4 +326,5 @@ def test_a_node_removed_mid_batch_loses_no_check(ray_cluster, tiny_suite):
     assert resent and len(resent) == stats["retries"], (len(resent), stats["retries"])
     assert stats["harness_failures"] == {} and later is Verdict.OK
     assert [a["lost"] for a in stats["per_actor"] if a["node_id"] == c] == [True]
+    assert moved.verdict is Verdict.OK and not moved.worker.startswith(f"ray:{c[:8]}:"), moved
     assert _wait_until(lambda: not any(_alive(pid) for pid in held)), "node C's verifier worker outlived its node"

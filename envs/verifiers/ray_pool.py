@@ -430,37 +430,11 @@ class RayVerifierPool(VerifierPool):
         try:
             inner: PoolResult = reply.result()
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
-            now = time.monotonic()
-            with self._lock:
-                actor.down_since = actor.down_since or now
-                watch = not actor.watched and not actor.lost and not self._closed
-                actor.watched = actor.watched or watch
-            if watch:
-                threading.Thread(target=self._watch, args=(actor,), name="proofgym-ray-watch", daemon=True).start()
-            if job.sent_while_down:
-                job.attempts -= 1  # sent to an actor already known to be restarting: it never ran there
-            job.unavailable_since = job.unavailable_since or now
-            if self._closed:
-                self._finish(job, self._failure(job, "closed", "the verifier pool was closed", actor))
-            elif job.attempts > self.max_retries:
-                self._finish(job, self._failure(
-                    job, "worker_died", f"the verifier actor died running this check {job.attempts} times: "
-                    f"{type(exc).__name__}", actor))
-            elif now - job.unavailable_since > UNAVAILABLE_GRACE_S:
-                self._finish(job, self._failure(
-                    job, "worker_died", f"the verifier actor stayed unavailable for {UNAVAILABLE_GRACE_S:.0f} s: "
-                    f"{type(exc).__name__}", actor))
-            else:
-                if not job.sent_while_down:
-                    with self._lock:
-                        self._counters["retries"] += 1
-                    logger.warning("verifier actor on node %s died under a check; sending it again",
-                                   actor.node_id[:8])
-                # Ray restarts the actor; give it a moment instead of spinning on ActorUnavailableError.
-                timer = threading.Timer(0.5, self._send, args=(job,))
-                timer.daemon = True
-                timer.start()
+                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError, ray.exceptions.NodeDiedError):
+            self._on_actor_down(job, actor, reply, ran=not job.sent_while_down)
+            return
+        except ray.exceptions.ActorUnschedulableError:  # its node is gone (the actor is pinned there): never ran
+            self._on_actor_down(job, actor, reply, ran=False)
             return
         except Exception as exc:  # noqa: BLE001 - an error inside the actor: a harness failure
             text = str(exc).strip().splitlines()[-1][:500] if str(exc).strip() else type(exc).__name__
@@ -472,6 +446,40 @@ class RayVerifierPool(VerifierPool):
         self._finish(job, PoolResult(inner.request_id, inner.task_id, inner.system, inner.outcome,
                                      inner.attempts + job.attempts - 1, worker, inner.queue_s,
                                      time.monotonic() - job.submitted))
+
+    def _on_actor_down(self, job: _RayJob, actor: _Actor, reply: Future[Any], *, ran: bool) -> None:
+        """The actor could not answer (died under the check, restarting, or gone with its node): the check is sent
+        again (to another node while this one is down), once if it may have run there (``ran``)."""
+        exc = reply.exception()
+        now = time.monotonic()
+        with self._lock:
+            actor.down_since = actor.down_since or now
+            watch = not actor.watched and not actor.lost and not self._closed
+            actor.watched = actor.watched or watch
+        if watch:
+            threading.Thread(target=self._watch, args=(actor,), name="proofgym-ray-watch", daemon=True).start()
+        if not ran:
+            job.attempts -= 1  # sent to an actor known to be restarting, or not placeable: it never ran there
+        job.unavailable_since = job.unavailable_since or now
+        if self._closed:
+            self._finish(job, self._failure(job, "closed", "the verifier pool was closed", actor))
+        elif job.attempts > self.max_retries:
+            self._finish(job, self._failure(
+                job, "worker_died", f"the verifier actor died running this check {job.attempts} times: "
+                f"{type(exc).__name__}", actor))
+        elif now - job.unavailable_since > UNAVAILABLE_GRACE_S:
+            self._finish(job, self._failure(
+                job, "worker_died", f"the verifier actor stayed unavailable for {UNAVAILABLE_GRACE_S:.0f} s: "
+                f"{type(exc).__name__}", actor))
+        else:
+            if ran:
+                with self._lock:
+                    self._counters["retries"] += 1
+                logger.warning("verifier actor on node %s died under a check; sending it again", actor.node_id[:8])
+            # Ray restarts the actor; give it a moment instead of spinning on ActorUnavailableError.
+            timer = threading.Timer(0.5, self._send, args=(job,))
+            timer.daemon = True
+            timer.start()
 
     def _watch(self, actor: _Actor) -> None:
         """Wait until a down actor answers again (Ray restarted it) or is gone for good (:func:`_gone`: then its
