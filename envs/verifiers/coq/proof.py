@@ -66,8 +66,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 from proofgym.envs.types import Verdict
 from proofgym.envs.verifiers.base import Rejected
@@ -449,6 +449,35 @@ def _outside_kind(code: str, context_keys: frozenset[tuple[str, ...]], open_name
     return "helper" if rule.why == HELPER_WHY else f"error:`{_short(code)}` {rule.why}"
 
 
+@dataclass
+class _Scan:
+    """One submission as :func:`normalize_proof` reads it: the cleaned text, its sentences, and what each stage
+    found (notes, cheats, errors, the libraries it asks for) and built (the sentences to send)."""
+
+    proof: str  # the submission once fences, typographic characters and emphasis are gone
+    statement: str
+    notes: list[str]
+    sentences: list[Sentence] = field(default_factory=list)
+    tail: str = ""  # the text after the proof (never sent)
+    unlexed: str = ""  # text after a ``Proof <term>.`` that does not lex: read as text after the proof
+    task_key: tuple[str, tuple[str, ...]] | None = None
+    context_keys: frozenset[tuple[str, ...]] = frozenset()
+    open_names: frozenset[str] = frozenset()
+    cheats: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    requires: list[LibraryRequest] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)  # Import and scope sentences from before the proof: after its opener
+    other_statement: bool = False  # a statement before the proof that is not the task's (a helper, a changed one)
+    restatement: str = ""  # the last copy of the task's statement before the proof, as the submission wrote it
+    body: list[Sentence] = field(default_factory=list)  # the sentences from the proof's start on
+    out: list[str] = field(default_factory=list)
+    identifiers: set[str] = field(default_factory=set)
+    ended: bool = False
+    opener: int = -1  # index in ``out`` of the Proof sentence, -1 before it
+    tactic_seen: bool = False
+    gave_up: str = ""  # the ``Abort`` sentence that gave the proof up
+
+
 def normalize_proof(proof: str, statement: str = "", context: str = "") -> NormalizedProof:
     """Whitelist and normalise a submission (see the module docstring).
 
@@ -462,13 +491,40 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         Rejected: ``CHEATING`` for vernacular, holes and restarts;
             ``ERROR`` for text that cannot be cut into sentences and for slips that
             cannot be normalised, with a reason that says what to change.
+
+    The stages, over one :class:`_Scan`: clean the reply (:func:`_clean_reply`), cut it into sentences
+    (:func:`_cut`), read what stands before the proof (:func:`_read_head`), the proof sentence by sentence (the
+    first of :data:`_PROOF_RULES` that takes it), the text after it (:func:`_read_tail`), then the verdict
+    (:func:`_refuse`) or the sentences to send (:func:`_assemble`).
     """
-    # A model's reply may come as it was written (``proofgym check`` has no parser in front):
-    # the reply parser's rules for fences and typographic look-alikes apply here too. What lies
-    # outside the last fenced block is never run.
+    notes: list[str] = []
+    scan = _Scan(_clean_reply(proof, statement, context, notes), statement, notes)
+    _cut(scan)
+    scan.task_key = _statement_key(strip_comments(statement)) if statement.strip() else None
+    scan.context_keys = _context_keys(context) if context else frozenset()
+    scan.open_names = frozenset(name for _, name in _open_blocks(context)) if context else frozenset()
+    n_head = _head_length(scan.sentences, scan.task_key)
+    for sentence in scan.sentences[:n_head]:
+        _read_head(scan, sentence)
+    scan.body = scan.sentences[n_head:]
+    for sentence in scan.body:
+        if scan.ended:
+            # Only reached after ``Proof <term>.``: a Qed stops the reading in _cut.
+            scan.tail = scan.proof[sentence.start:]
+            break
+        view = _InProof.of(sentence)
+        next(rule for rule in _PROOF_RULES if rule(scan, view))
+    _read_tail(scan)
+    _refuse(scan)
+    return _assemble(scan)
+
+
+def _clean_reply(proof: str, statement: str, context: str, notes: list[str]) -> str:
+    """The submission as Coq text. A model's reply may come as it was written (``proofgym check`` has no parser in
+    front): the reply parser's rules for fences and typographic look-alikes apply here too. What lies outside the
+    last fenced block is never run."""
     from proofgym.envs.parsing import last_code_block, normalize_unicode
 
-    notes: list[str] = []
     if _FENCE_LINE_RE.search(proof):
         block = last_code_block(proof)[0]
         if not block.strip():
@@ -480,25 +536,27 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
     if typographic != proof:
         proof = typographic
         notes.append("replaced typographic characters (no-break spaces, curly quotes, U+2212) by ASCII")
-    # ``**Proof.**`` on a line of its own is Markdown emphasis: Coq cannot read it at all (a
-    # period followed by ``*`` ends no sentence), so the emphasis is all it can mean.
     if _UTF8_LOGIC_RE.search(proof) and not _UTF8_LOGIC_RE.search(context + statement):
         proof = _UTF8_LOGIC_RE.sub(lambda m: _UTF8_LOGIC[m.group(0)], proof)
         notes.append("wrote the Unicode logical symbols (\u2200 \u2203 \u2192 \u2194 \u2227 \u2228 \u00ac \u2260) as their ASCII "
                      "forms, which Coq.Unicode.Utf8 defines them to be (the task's own text does not use them)")
+    # ``**Proof.**`` on a line of its own is Markdown emphasis: Coq cannot read it at all (a
+    # period followed by ``*`` ends no sentence), so the emphasis is all it can mean.
     unbold = _BOLD_LINE_RE.sub(r"\1\2", proof)
     if unbold != proof:
         proof = unbold
         notes.append("removed Markdown emphasis around a line")
-    sentences: list[Sentence] = []
-    tail = ""
-    unlexed = ""  # text after a ``Proof <term>.`` that does not lex: read as text after the proof
+    return proof
+
+
+def _cut(scan: _Scan) -> None:
+    """The sentences up to the proof's end (what follows it is never sent to Coq and need not even lex)."""
+    proof, sentences = scan.proof, scan.sentences
     try:
         for sentence in _split_prose_preface(proof):
             sentences.append(sentence)
             if _END_RE.match(sentence.code) or _SAVE_RE.match(sentence.code) or _ABORT_RE.match(sentence.code):
-                # Stop here: what follows the proof is never sent to Coq and need not even lex.
-                tail = proof[sentence.end:]
+                scan.tail = proof[sentence.end:]
                 break
     except CoqLexError as exc:
         done = sentences[-1].end if sentences else 0
@@ -511,258 +569,332 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
             # ``... Qed`` at the very end, its period forgotten: nothing else can be meant.
             start = done + rest.index(last)
             sentences.append(Sentence(start, len(proof), last + ".", last + ".", "sentence"))
-            notes.append(f"added the missing period after the final {last}")
+            scan.notes.append(f"added the missing period after the final {last}")
         elif any(s.kind == "sentence" and _first_word(s.code) == "Proof" and _is_proof_term(s.code)
                  for s in sentences):
-            unlexed = rest
+            scan.unlexed = rest
         else:
             raise Rejected(Verdict.ERROR, [f"syntax: {exc}"]) from None
     if not sentences:
         raise Rejected(Verdict.ERROR, ["syntax: the proof has no sentences"])
 
-    task_key = _statement_key(strip_comments(statement)) if statement.strip() else None
-    context_keys = _context_keys(context) if context else frozenset()
-    open_names = frozenset(name for _, name in _open_blocks(context)) if context else frozenset()
-    cheats: list[str] = []
-    errors: list[str] = []
-    requires: list[LibraryRequest] = []
-    moved: list[str] = []  # Import and scope sentences from before the proof, to run after its opener
 
-    # -- before the proof ------------------------------------------------------------------------
-    other_statement = False  # a statement that is not the task's (a helper lemma, a changed statement)
-    restatement = ""  # the last copy of the task's statement before the proof, as the submission wrote it
-    n_head = _head_length(sentences, task_key)
-    for sentence in sentences[:n_head]:
-        code = sentence.code
-        if sentence.kind != "sentence":
-            notes.append(f"dropped {code!r} before the proof")
-            continue
-        key = _statement_key(code) if _restates(code, task_key) else None
-        if key is not None and code.startswith("#") and (rule := command_rule(code)) is not None \
-                and rule.cls is CommandClass.CHEATING:
-            # ``#[bypass_check(guard)] Lemma ...``: the statement may be the task's, the attribute is not harmless.
-            cheats.append(f"before the proof: {rule.why}")
-            continue
-        if key is not None:
-            if task_key is not None and key[1] == task_key[1]:
-                renamed = f" (named {key[0]} instead of {task_key[0]})" if key[0] != task_key[0] else ""
-                notes.append(f"dropped the repeated statement{renamed}")
-                restatement = code
-            else:
-                other_statement = True
-                expected = f"`{_short(' '.join(statement.split()), 200)}`" if statement.strip() else "the task's"
-                errors.append(
-                    f"the submission states `{_short(code, 200)}`, which is not the task's statement {expected}: "
-                    "send only the proof (from `Proof.` to `Qed.`); the verifier states the lemma itself")
-            continue
-        if _REQUIRE_LIKE_RE.match(code):
-            if m := _REQUIRE_RE.match(code):
-                requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
-                                               m.group(2) is not None))
-            else:
-                errors.append(f"cannot read `{_short(code)}`: write `Require Import <Library>.` of a library "
-                              "the task's context loads, or remove it")
-            continue
-        if m := _IMPORT_RE.match(code):
-            moved.append(f"Import {' '.join(m.group(1).split())}.")
-            continue
-        if _SCOPE_RE.match(code):
-            moved.append(code)
-            continue
-        kind = _outside_kind(code, context_keys, open_names)
-        if kind.startswith("cheat:"):
-            cheats.append(f"before the proof: {kind[6:]}")
-        elif kind == "helper":
-            errors.append(f"`{_short(code)}` before the proof: a submission cannot add definitions, lemmas, "
-                          "tactics or sections; the proof may only use what the task's context defines "
-                          "(inline a helper with `assert`, `pose` or `ltac:(...)`), so remove it")
-        elif kind.startswith("error:"):
-            errors.append(f"{kind[6:]} (before the proof)")
-        elif kind.startswith("harmless:"):
-            notes.append(f"dropped {kind[9:]} before the proof")
-        elif kind == "context":
-            notes.append(f"dropped a copy of the context's `{_short(code)}`")
-        else:
-            notes.append(f"dropped {_short(code)!r} before the proof (not part of a proof script)")
+# -- before the proof ----------------------------------------------------------------------------
+def _read_head(scan: _Scan, sentence: Sentence) -> None:
+    """A sentence before the proof: never sent; a statement, a library, a cheat, a slip or prose."""
+    code = sentence.code
+    if sentence.kind != "sentence":
+        scan.notes.append(f"dropped {code!r} before the proof")
+        return
+    key = _statement_key(code) if _restates(code, scan.task_key) else None
+    if key is not None:
+        _head_statement(scan, code, key)
+    elif not _head_library(scan, code):
+        _head_outside(scan, code)
 
-    # -- the proof -------------------------------------------------------------------------------
-    out: list[str] = []
-    identifiers: set[str] = set()
-    ended = False
-    opener = -1  # index in ``out`` of the Proof sentence, -1 before it
-    tactic_seen = False
-    gave_up = ""  # the ``Abort`` sentence that gave the proof up
-    body = sentences[n_head:]
-    for sentence in body:
-        code = sentence.code
-        if ended:
-            # Only reached after ``Proof <term>.``: a Qed stops the reading loop above.
-            tail = proof[sentence.start:]
-            break
-        if sentence.kind in ("bullet", "brace"):
-            out.append(code)
-            tactic_seen = True
-            continue
-        code, controls = _control_prefixes(code)
-        first = _first_word(code)
-        if (first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS) or first in VERNACULAR) \
-                and _reads_as_prose(code):
-            # An explanation inside the proof ("Proposition add_0_r takes the argument..."): not a
-            # command and never sent to Coq, so no cheat either; it must go.
-            errors.append(f"`{_short(code)}` is not Coq: the proof may only hold tactics "
-                          "(put explanations in comments, or leave them out)")
-            continue
-        if first in HOLE_TACTICS or (_tokens(code) & HOLE_TACTICS):
-            cheats.append(f"hole tactic ({', '.join(sorted(_tokens(code) & HOLE_TACTICS) or [first])}) leaves the goal unproved")
-            continue
-        if _END_RE.match(code):
-            out.append(_END_RE.match(code).group(1) + ".")
-            ended = True
-            continue
-        if _SAVE_RE.match(code):
-            out.append("Qed.")
-            notes.append(f"wrote `{_short(code)}` as `Qed.` (the verifier names the lemma)")
-            ended = True
-            continue
-        if _ABORT_RE.match(code):
-            # Gives the proof up: claims nothing, so no cheat; what follows is still read for one.
-            gave_up = _short(code)
-            ended = True
-            continue
-        if _CHEAT_END_RE.match(code):
-            cheats.append(f"{_CHEAT_END_RE.match(code).group(1)} ends the proof without proving it")
-            ended = True
-            continue
-        if first == "Proof":
-            fresh_bare = opener >= 0 and not tactic_seen and out[opener] == "Proof."
-            if (opener < 0 or fresh_bare) and not tactic_seen and _is_proof_term(code):
-                # ``Proof <term>.``, also right after a ``Proof.`` (``Proof. Proof (t).``).
-                term = _PROOF_TERM_RE.match(code).group(1).strip()
-                identifiers |= _tokens(term)
-                if fresh_bare:
-                    notes.append("dropped a `Proof.` before `Proof <term>.`")
-                else:
-                    out.append("Proof.")
-                out.extend([f"exact ({term}).", "Qed."])
-                ended = True
-                continue
-            error = _proof_sentence(code, out, opener, tactic_seen, identifiers, notes)
-            if error:
-                errors.append(error)
-            elif opener < 0 and out and out[-1].startswith("Proof"):
-                opener = len(out) - 1
-            continue
-        if _SCOPE_RE.match(code):
-            out.append(code)  # changes how later sentences parse, never the stated goal or the kernel
-            continue
-        if code == "Unshelve.":
-            out.append(code)  # proof-mode commands that only reorder goals
-            continue
-        if _FOCUS_RE.match(code):
-            out.append(" ".join(code[:-1].split()) + ".")
-            tactic_seen = True
-            continue
-        if m := _IMPORT_RE.match(code):
-            # Loads nothing (a module that is not loaded is an error) and runs after the
-            # statement was elaborated: it only changes how the rest of the proof reads.
-            out.append(f"Import {' '.join(m.group(1).split())}.")
-            continue
+
+def _head_statement(scan: _Scan, code: str, key: tuple[str, tuple[str, ...]]) -> None:
+    """A statement before the proof: a copy of the task's is dropped, another one is an ERROR."""
+    if code.startswith("#") and (rule := command_rule(code)) is not None and rule.cls is CommandClass.CHEATING:
+        # ``#[bypass_check(guard)] Lemma ...``: the statement may be the task's, the attribute is not harmless.
+        scan.cheats.append(f"before the proof: {rule.why}")
+    elif scan.task_key is not None and key[1] == scan.task_key[1]:
+        renamed = f" (named {key[0]} instead of {scan.task_key[0]})" if key[0] != scan.task_key[0] else ""
+        scan.notes.append(f"dropped the repeated statement{renamed}")
+        scan.restatement = code
+    else:
+        scan.other_statement = True
+        statement = scan.statement
+        expected = f"`{_short(' '.join(statement.split()), 200)}`" if statement.strip() else "the task's"
+        scan.errors.append(
+            f"the submission states `{_short(code, 200)}`, which is not the task's statement {expected}: "
+            "send only the proof (from `Proof.` to `Qed.`); the verifier states the lemma itself")
+
+
+def _head_library(scan: _Scan, code: str) -> bool:
+    """A ``Require`` (for the verifier to resolve), an ``Import`` or a scope (run after the proof's opener)."""
+    if _REQUIRE_LIKE_RE.match(code):
         if m := _REQUIRE_RE.match(code):
-            # Inside the proof too, only a library the context loads (the verifier decides).
-            requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
-                                           m.group(2) is not None, len(out)))
-            continue
-        selector, body_code = _split_selector(code)
-        bfirst = _first_word(body_code)
-        if not selector and (_RESTATEMENT_RE.match(body_code) or _BARE_BINDERS_RE.match(body_code)):
-            # A statement inside the proof (a model restating another lemma, or its own in another form):
-            # Coq refuses nested proofs, so it cannot get anything accepted; a hole or ending around it
-            # is still judged as itself.
-            errors.append(f"`{_short(code, 200)}` states a lemma inside the proof, which Coq does not allow: "
-                          "send only the proof of the task's statement (from `Proof.` to `Qed.`); "
-                          "inline a helper with `assert`")
-            continue
-        if not selector and (m := _OPTION_RE.match(body_code)):
-            option = option_class(m.group(2), m.group(1))
-            if option.cls is CommandClass.CHEATING:
-                cheats.append(f"{m.group(1)} {m.group(2)} {option.why}")
-            else:
-                # A display or tactic option (``Set Printing All.``, ``Unset Ltac Backtrace.``) claims nothing: it is
-                # dropped, as before the proof (never sent, so sound); a proof that needed it may FAIL without it.
-                notes.append(f"dropped the option `{_short(sentence.code)}` inside the proof (options are not sent "
-                             "to Coq; the proof runs without it)")
-            continue
-        rule = command_rule(body_code)
-        if rule is None and bfirst and bfirst[0].isupper() and bfirst in VERNACULAR:
-            rule = unlisted(bfirst)  # a command with a rule of its own, not in the form that rule reads
-        if rule is not None:
-            # One class wherever the command stands (:mod:`.classes`); none of these is ever sent to Coq.
-            if rule.cls is CommandClass.CHEATING:
-                cheats.append(f"`{_short(sentence.code)}` inside the proof: {rule.command} {rule.why}")
-            elif rule.cls is CommandClass.HARMLESS:
-                notes.append(f"dropped `{_short(sentence.code)}` inside the proof ({rule.why})")
-            else:
-                errors.append(f"`{_short(sentence.code)}` inside the proof {rule.why}")
-            continue
-        if body_code.startswith("#"):
-            cheats.append("attributes are not allowed inside a proof")
-            continue
-        if body_code.endswith("..."):
-            tactic, terminator = body_code[:-3].rstrip(), "..."
-        elif body_code.endswith("."):
-            tactic, terminator = body_code[:-1].rstrip(), "."
-        else:  # pragma: no cover - the lexer only cuts at periods
-            raise Rejected(Verdict.ERROR, [f"syntax: sentence without a period: {_short(code)}"])
-        if not tactic:
-            raise Rejected(Verdict.ERROR, ["syntax: empty sentence"])
-        if any(c in ("Fail", "Succeed") for c in controls):
-            notes.append(f"dropped `{_short(sentence.code)}` inside the proof (`Fail`/`Succeed` leave the proof "
-                         "state as it was)")
-            continue
-        for control in reversed(controls):
-            if control.startswith("Timeout"):
-                tactic = f"timeout {control.split()[1]} {_parenthesised(tactic)}"
-        reported = [c for c in controls if not c.startswith("Timeout")]
-        if reported:
-            notes.append(f"dropped the prefix `{' '.join(reported)}` (it only reports)")
-        if len(reported) < len(controls):
-            notes.append("wrote the prefix `Timeout n` as the tactic `timeout n`")
-        identifiers |= _tokens(tactic)
-        prefix = f"{selector}: " if selector else ""
-        out.append(f"{prefix}{_parenthesised(tactic)}{terminator}")
-        tactic_seen = True
-
-    # -- after the proof -------------------------------------------------------------------------
-    if unlexed:
-        if not ended:
-            raise Rejected(Verdict.ERROR, [f"syntax: the text after `{_short(body[-1].code if body else '')}` "
-                                          "cannot be cut into sentences (a sentence without its final period?)"])
-        tail = tail + unlexed if tail else unlexed
-    if ended and tail.strip():
-        cheat, restated, error = _tail_cheat(tail, context_keys, open_names, task_key)
-        if cheat:
-            cheats.append(f"content after the end of the proof: {cheat}")
-        elif error:
-            errors.append(f"after the end of the proof: {error}")
-        elif restated and other_statement:
-            errors.append("the submission proves another lemma and then states the task's lemma again: "
-                          "send only the proof of the task's lemma (from `Proof.` to `Qed.`); prove a helper "
-                          "inside it with `assert (H : ...)`")
-        elif restated:
-            notes.append("dropped a second copy of the lemma after the proof")
+            scan.requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
+                                                m.group(2) is not None))
         else:
-            notes.append("dropped the text after the end of the proof")
-    if cheats:
-        raise Rejected(Verdict.CHEATING, cheats)
-    if gave_up:
-        raise Rejected(Verdict.FAIL, [f"`{gave_up}` gives the proof up, so nothing is proved: finish the proof and "
-                                     "end it with `Qed.`", *errors])
-    if errors:
-        raise Rejected(Verdict.ERROR, errors)
-    if not out and not moved and not requires:
+            scan.errors.append(f"cannot read `{_short(code)}`: write `Require Import <Library>.` of a library "
+                               "the task's context loads, or remove it")
+    elif m := _IMPORT_RE.match(code):
+        scan.moved.append(f"Import {' '.join(m.group(1).split())}.")
+    elif _SCOPE_RE.match(code):
+        scan.moved.append(code)
+    else:
+        return False
+    return True
+
+
+def _head_outside(scan: _Scan, code: str) -> None:
+    """Any other sentence before the proof, by its kind (:func:`_outside_kind`)."""
+    kind = _outside_kind(code, scan.context_keys, scan.open_names)
+    if kind.startswith("cheat:"):
+        scan.cheats.append(f"before the proof: {kind[6:]}")
+    elif kind == "helper":
+        scan.errors.append(f"`{_short(code)}` before the proof: a submission cannot add definitions, lemmas, "
+                           "tactics or sections; the proof may only use what the task's context defines "
+                           "(inline a helper with `assert`, `pose` or `ltac:(...)`), so remove it")
+    elif kind.startswith("error:"):
+        scan.errors.append(f"{kind[6:]} (before the proof)")
+    elif kind.startswith("harmless:"):
+        scan.notes.append(f"dropped {kind[9:]} before the proof")
+    elif kind == "context":
+        scan.notes.append(f"dropped a copy of the context's `{_short(code)}`")
+    else:
+        scan.notes.append(f"dropped {_short(code)!r} before the proof (not part of a proof script)")
+
+
+# -- the proof -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _InProof:
+    """A sentence of the proof as the rules read it: without its control prefixes (``Time``, ``Fail``, ``Timeout
+    n``), and after a goal selector (``2: ...``)."""
+
+    sentence: Sentence
+    code: str  # the sentence without its control prefixes
+    controls: list[str]
+    first: str  # the first word of ``code``
+    selector: str
+    body: str  # ``code`` after its goal selector
+    body_first: str
+
+    @classmethod
+    def of(cls, sentence: Sentence) -> _InProof:
+        code, controls = _control_prefixes(sentence.code)
+        selector, body = _split_selector(code)
+        return cls(sentence, code, controls, _first_word(code), selector, body, _first_word(body))
+
+
+def _structure(scan: _Scan, s: _InProof) -> bool:
+    """A bullet or a brace: kept."""
+    if s.sentence.kind not in ("bullet", "brace"):
+        return False
+    scan.out.append(s.sentence.code)
+    scan.tactic_seen = True
+    return True
+
+
+def _prose_in_proof(scan: _Scan, s: _InProof) -> bool:
+    """An explanation inside the proof ("Proposition add_0_r takes the argument..."): not a command and never
+    sent to Coq, so no cheat either; it must go."""
+    if (s.first in HOLE_TACTICS or (_tokens(s.code) & HOLE_TACTICS) or s.first in VERNACULAR) \
+            and _reads_as_prose(s.code):
+        scan.errors.append(f"`{_short(s.code)}` is not Coq: the proof may only hold tactics "
+                           "(put explanations in comments, or leave them out)")
+        return True
+    return False
+
+
+def _hole(scan: _Scan, s: _InProof) -> bool:
+    holes = _tokens(s.code) & HOLE_TACTICS
+    if s.first in HOLE_TACTICS or holes:
+        scan.cheats.append(f"hole tactic ({', '.join(sorted(holes) or [s.first])}) leaves the goal unproved")
+        return True
+    return False
+
+
+def _ending(scan: _Scan, s: _InProof) -> bool:
+    """``Qed.``/``Defined.`` end the proof; ``Save`` is written as ``Qed.``; ``Abort`` gives it up (claims nothing,
+    so no cheat; what follows is still read for one); ``Admitted`` and the like are cheats."""
+    code = s.code
+    if m := _END_RE.match(code):
+        scan.out.append(m.group(1) + ".")
+    elif _SAVE_RE.match(code):
+        scan.out.append("Qed.")
+        scan.notes.append(f"wrote `{_short(code)}` as `Qed.` (the verifier names the lemma)")
+    elif _ABORT_RE.match(code):
+        scan.gave_up = _short(code)
+    elif m := _CHEAT_END_RE.match(code):
+        scan.cheats.append(f"{m.group(1)} ends the proof without proving it")
+    else:
+        return False
+    scan.ended = True
+    return True
+
+
+def _proof_command(scan: _Scan, s: _InProof) -> bool:
+    """``Proof.``, ``Proof using``/``with`` (:func:`_proof_sentence`), or ``Proof <term>.``, written as
+    ``exact (<term>).``, also right after a ``Proof.`` (``Proof. Proof (t).``)."""
+    if s.first != "Proof":
+        return False
+    out, opener = scan.out, scan.opener
+    fresh_bare = opener >= 0 and not scan.tactic_seen and out[opener] == "Proof."
+    if (opener < 0 or fresh_bare) and not scan.tactic_seen and _is_proof_term(s.code) \
+            and (m := _PROOF_TERM_RE.match(s.code)) is not None:
+        term = m.group(1).strip()
+        scan.identifiers |= _tokens(term)
+        if fresh_bare:
+            scan.notes.append("dropped a `Proof.` before `Proof <term>.`")
+        else:
+            out.append("Proof.")
+        out.extend([f"exact ({term}).", "Qed."])
+        scan.ended = True
+        return True
+    error = _proof_sentence(s.code, out, opener, scan.tactic_seen, scan.identifiers, scan.notes)
+    if error:
+        scan.errors.append(error)
+    elif opener < 0 and out and out[-1].startswith("Proof"):
+        scan.opener = len(out) - 1
+    return True
+
+
+def _proof_mode(scan: _Scan, s: _InProof) -> bool:
+    """Sentences kept as they are: a scope (changes how later sentences parse, never the stated goal or the
+    kernel), ``Unshelve.`` and focusing (only reorder goals), ``Import`` (loads nothing: a module that is not
+    loaded is an error; it runs after the statement was elaborated), and a ``Require`` (inside the proof too, only
+    a library the context loads: the verifier decides)."""
+    code = s.code
+    if _SCOPE_RE.match(code) or code == "Unshelve.":
+        scan.out.append(code)
+    elif _FOCUS_RE.match(code):
+        scan.out.append(" ".join(code[:-1].split()) + ".")
+        scan.tactic_seen = True
+    elif m := _IMPORT_RE.match(code):
+        scan.out.append(f"Import {' '.join(m.group(1).split())}.")
+    elif m := _REQUIRE_RE.match(code):
+        scan.requires.append(LibraryRequest(code, m.group(1) or "", tuple(m.group(3).split()),
+                                            m.group(2) is not None, len(scan.out)))
+    else:
+        return False
+    return True
+
+
+def _nested_statement(scan: _Scan, s: _InProof) -> bool:
+    """A statement inside the proof (a model restating another lemma, or its own in another form): Coq refuses
+    nested proofs, so it cannot get anything accepted; a hole or ending around it is still judged as itself."""
+    if s.selector or not (_RESTATEMENT_RE.match(s.body) or _BARE_BINDERS_RE.match(s.body)):
+        return False
+    scan.errors.append(f"`{_short(s.code, 200)}` states a lemma inside the proof, which Coq does not allow: "
+                       "send only the proof of the task's statement (from `Proof.` to `Qed.`); "
+                       "inline a helper with `assert`")
+    return True
+
+
+def _option_in_proof(scan: _Scan, s: _InProof) -> bool:
+    """``Set``/``Unset``: a CHEATING option is a cheat; a display or tactic option (``Set Printing All.``,
+    ``Unset Ltac Backtrace.``) claims nothing: it is dropped, as before the proof (never sent, so sound); a proof
+    that needed it may FAIL without it."""
+    if s.selector or not (m := _OPTION_RE.match(s.body)):
+        return False
+    option = option_class(m.group(2), m.group(1))
+    if option.cls is CommandClass.CHEATING:
+        scan.cheats.append(f"{m.group(1)} {m.group(2)} {option.why}")
+    else:
+        scan.notes.append(f"dropped the option `{_short(s.sentence.code)}` inside the proof (options are not sent "
+                          "to Coq; the proof runs without it)")
+    return True
+
+
+def _command_in_proof(scan: _Scan, s: _InProof) -> bool:
+    """A command: one class wherever it stands (:mod:`.classes`); none of these is ever sent to Coq."""
+    rule = command_rule(s.body)
+    if rule is None and s.body_first and s.body_first[0].isupper() and s.body_first in VERNACULAR:
+        rule = unlisted(s.body_first)  # a command with a rule of its own, not in the form that rule reads
+    if rule is None:
+        return False
+    written = _short(s.sentence.code)
+    if rule.cls is CommandClass.CHEATING:
+        scan.cheats.append(f"`{written}` inside the proof: {rule.command} {rule.why}")
+    elif rule.cls is CommandClass.HARMLESS:
+        scan.notes.append(f"dropped `{written}` inside the proof ({rule.why})")
+    else:
+        scan.errors.append(f"`{written}` inside the proof {rule.why}")
+    return True
+
+
+def _attribute_in_proof(scan: _Scan, s: _InProof) -> bool:
+    if not s.body.startswith("#"):
+        return False
+    scan.cheats.append("attributes are not allowed inside a proof")
+    return True
+
+
+def _tactic(scan: _Scan, s: _InProof) -> bool:
+    """Anything else is a tactic: sent in parentheses, after its goal selector; ``Timeout n`` becomes the tactic
+    ``timeout n``, ``Time`` and the like are dropped, and a ``Fail``/``Succeed`` sentence too (it leaves the proof
+    state as it was)."""
+    body = s.body
+    if body.endswith("..."):
+        tactic, terminator = body[:-3].rstrip(), "..."
+    elif body.endswith("."):
+        tactic, terminator = body[:-1].rstrip(), "."
+    else:  # pragma: no cover - the lexer only cuts at periods
+        raise Rejected(Verdict.ERROR, [f"syntax: sentence without a period: {_short(s.code)}"])
+    if not tactic:
+        raise Rejected(Verdict.ERROR, ["syntax: empty sentence"])
+    if any(c in ("Fail", "Succeed") for c in s.controls):
+        scan.notes.append(f"dropped `{_short(s.sentence.code)}` inside the proof (`Fail`/`Succeed` leave the proof "
+                          "state as it was)")
+        return True
+    for control in reversed(s.controls):
+        if control.startswith("Timeout"):
+            tactic = f"timeout {control.split()[1]} {_parenthesised(tactic)}"
+    reported = [c for c in s.controls if not c.startswith("Timeout")]
+    if reported:
+        scan.notes.append(f"dropped the prefix `{' '.join(reported)}` (it only reports)")
+    if len(reported) < len(s.controls):
+        scan.notes.append("wrote the prefix `Timeout n` as the tactic `timeout n`")
+    scan.identifiers |= _tokens(tactic)
+    prefix = f"{s.selector}: " if s.selector else ""
+    scan.out.append(f"{prefix}{_parenthesised(tactic)}{terminator}")
+    scan.tactic_seen = True
+    return True
+
+
+#: A sentence of the proof is taken by the first rule that returns True (the last, :func:`_tactic`, takes any).
+_PROOF_RULES: tuple[Callable[[_Scan, _InProof], bool], ...] = (
+    _structure, _prose_in_proof, _hole, _ending, _proof_command, _proof_mode, _nested_statement, _option_in_proof,
+    _command_in_proof, _attribute_in_proof, _tactic)
+
+
+# -- after the proof -----------------------------------------------------------------------------
+def _read_tail(scan: _Scan) -> None:
+    """The text after the proof: never sent; a restart, a hole or a new lemma there is a cheat."""
+    if scan.unlexed:
+        if not scan.ended:
+            last = scan.body[-1].code if scan.body else ""
+            raise Rejected(Verdict.ERROR, [f"syntax: the text after `{_short(last)}` "
+                                          "cannot be cut into sentences (a sentence without its final period?)"])
+        scan.tail = scan.tail + scan.unlexed if scan.tail else scan.unlexed
+    if not (scan.ended and scan.tail.strip()):
+        return
+    cheat, restated, error = _tail_cheat(scan.tail, scan.context_keys, scan.open_names, scan.task_key)
+    if cheat:
+        scan.cheats.append(f"content after the end of the proof: {cheat}")
+    elif error:
+        scan.errors.append(f"after the end of the proof: {error}")
+    elif restated and scan.other_statement:
+        scan.errors.append("the submission proves another lemma and then states the task's lemma again: "
+                           "send only the proof of the task's lemma (from `Proof.` to `Qed.`); prove a helper "
+                           "inside it with `assert (H : ...)`")
+    elif restated:
+        scan.notes.append("dropped a second copy of the lemma after the proof")
+    else:
+        scan.notes.append("dropped the text after the end of the proof")
+
+
+def _refuse(scan: _Scan) -> None:
+    """Raise the verdict of a submission that cannot be sent: a cheat first, then a proof given up, then slips."""
+    if scan.cheats:
+        raise Rejected(Verdict.CHEATING, scan.cheats)
+    if scan.gave_up:
+        raise Rejected(Verdict.FAIL, [f"`{scan.gave_up}` gives the proof up, so nothing is proved: finish the proof "
+                                      "and end it with `Qed.`", *scan.errors])
+    if scan.errors:
+        raise Rejected(Verdict.ERROR, scan.errors)
+    if not scan.out and not scan.moved and not scan.requires:
         raise Rejected(Verdict.ERROR, ["syntax: the submission has no proof: send the proof script, "
                                       "from `Proof.` to `Qed.`"])
-    bridge = _binder_bridge(restatement, strip_comments(statement)) if restatement else ""
+
+
+def _assemble(scan: _Scan) -> NormalizedProof:
+    """The sentences to send: the binder bridge and the moved imports after the opener, and a final ``Qed.``."""
+    out, requires, opener = scan.out, scan.requires, scan.opener
+    bridge = _binder_bridge(scan.restatement, strip_comments(scan.statement)) if scan.restatement else ""
     if bridge:
         # The copy puts binders on the other side of the colon (``Lemma t : forall n, ...`` for ``Lemma t (n :
         # nat) : ...``): the same statement, but the proof was written for the goal of the copy (it starts with
@@ -773,16 +905,16 @@ def normalize_proof(proof: str, statement: str = "", context: str = "") -> Norma
         requires = [replace(r, at=r.at + 1) if r.at >= first else r for r in requires]
         if opener >= first:
             opener += 1
-        notes.append(f"the repeated statement binds on the other side of the colon: ran `{bridge}` first, so that "
-                     "the proof starts from the goal it was written for")
-    if moved:
+        scan.notes.append(f"the repeated statement binds on the other side of the colon: ran `{bridge}` first, so "
+                          "that the proof starts from the goal it was written for")
+    if scan.moved:
         at = opener + 1 if opener >= 0 else 0
-        out[at:at] = moved
-        requires = [replace(r, at=r.at + len(moved)) if r.at >= at else r for r in requires]
-    if not ended:
+        out[at:at] = scan.moved
+        requires = [replace(r, at=r.at + len(scan.moved)) if r.at >= at else r for r in requires]
+    if not scan.ended:
         out.append("Qed.")
     uses_vm = any(tok in " ".join(out) for tok in VM_TOKENS)
-    return NormalizedProof(tuple(out), frozenset(identifiers), uses_vm, tuple(requires), tuple(notes))
+    return NormalizedProof(tuple(out), frozenset(scan.identifiers), uses_vm, tuple(requires), tuple(scan.notes))
 
 
 _PROOF_LINE_RE = re.compile(r"\n[ \t]*(?=Proof(?:\s*\.|\s+(?:using|with)\b|\s*\())")
