@@ -388,7 +388,7 @@ class VerifierService:
         for result in results:
             row = result.to_dict()
             out.append({"id": row.pop("request_id"), "task_id": row.pop("task_id"), "verdict": row.pop("verdict"),
-                        "reward": result.reward(self.reward_map), **row})
+                        "reward": self.reward_map(result.result), **row})
         return {"results": out}
 
     def openrlhf_reward(self, payload: Any) -> dict[str, Any]:
@@ -413,7 +413,7 @@ class VerifierService:
                              f"{len(broken)} of {len(results)} checks had a harness failure (first: "
                              f"{broken[0].error_kind}: {broken[0].harness_error[:200]}); retry the batch",
                              {"Retry-After": "1"})
-        rewards = [r.reward(self.reward_map) for r in results]
+        rewards = [self.reward_map(r.result) for r in results]
         return {"rewards": rewards, "scores": rewards,
                 "extra_logs": {"verdict_ok": [float(r.ok) for r in results],
                                "verdict_cheating": [float(r.verdict is not None and r.verdict.value == "CHEATING")
