@@ -94,6 +94,7 @@ def heldout_stats(evals: list[dict[str, Any]], k: int, *, resamples: int = 10000
     the unbiased estimator over tasks with n >= k, intervals are percentile bootstraps over tasks
     (the Δ one paired: the same tasks before and after, so task difficulty cancels).
     """
+    from proofgym.training.compare import paired_bootstrap
     from proofgym.training.evaluate import pass_at_k, read_results
 
     lc = _statistics()
@@ -106,13 +107,13 @@ def heldout_stats(evals: list[dict[str, Any]], k: int, *, resamples: int = 10000
         pk = {t: pass_at_k(n, c, k) for t, (c, n) in counts.items() if n >= k}
         zeros_1 = {t: 0.0 for t in stats["per_task_pass@1"]}
         entry = {"step": record["step"], "tasks": stats["tasks"], "pass@1": stats["pass@1"], f"pass@{k}": stats[f"pass@{k}"],
-                 "pass@1_ci": lc.paired_bootstrap(stats["per_task_pass@1"], zeros_1, resamples=resamples, seed=seed),
-                 f"pass@{k}_ci": lc.paired_bootstrap(pk, {t: 0.0 for t in pk}, resamples=resamples, seed=seed),
+                 "pass@1_ci": paired_bootstrap(stats["per_task_pass@1"], zeros_1, resamples=resamples, seed=seed),
+                 f"pass@{k}_ci": paired_bootstrap(pk, {t: 0.0 for t in pk}, resamples=resamples, seed=seed),
                  "samples": sum(n for _, n in counts.values())}
         out["evals"].append(entry)
         per_task_p1.append(stats["per_task_pass@1"])
     if len(per_task_p1) >= 2:
-        out["delta_pass@1"] = lc.paired_bootstrap(per_task_p1[-1], per_task_p1[0], resamples=resamples, seed=seed)
+        out["delta_pass@1"] = paired_bootstrap(per_task_p1[-1], per_task_p1[0], resamples=resamples, seed=seed)
     return out
 
 
