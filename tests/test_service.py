@@ -173,6 +173,19 @@ def test_a_deeply_nested_body_is_400_not_500(service):
     assert request(service, "POST", "/check", [{"task": task, "proof": "ok"}])[0] == 400
 
 
+def test_a_client_that_stops_sending_is_dropped(pool):
+    """Slow-loris: a connection that sends half its headers, then nothing, is closed after client_timeout_s.
+
+    (The guarantee uvicorn cannot give before the headers are complete; docs/integrations/openenv.md.)
+    """
+    import socket
+
+    with VerifierService(pool, ServiceConfig(port=0, client_timeout_s=0.5)) as svc, \
+            socket.create_connection(svc.address, timeout=60) as conn:  # 60 s: a bound, not a timing
+        conn.sendall(b"POST /check HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert conn.recv(1024) == b""  # the server closed it
+
+
 def test_a_task_field_over_its_bound_is_413(pool):
     with VerifierService(pool, ServiceConfig(port=0, max_body_bytes=4 << 20)) as svc:
         task = {**fake_task(0).to_dict(), "statement": "x" * (TASK_FIELD_LIMITS["statement"] + 1)}

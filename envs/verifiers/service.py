@@ -158,7 +158,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def setup(self) -> None:
-        self.timeout = self.server.service.config.client_timeout_s
+        # Every read of the request (line, headers, body) gives up after this: a client that stops
+        # sending (slow-loris) is dropped. (The stdlib's own ``timeout`` is a class attribute.)
+        self.request.settimeout(self.server.service.config.client_timeout_s)
         super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
