@@ -41,3 +41,13 @@ def test_a_reward_maps_bonus_is_checked_like_the_trl_rewards() -> None:
     with pytest.raises(ValueError, match="must order CHEATING"):
         RewardMap.from_mapping({"ERROR": -1}).check_policy()
     RewardMap.from_mapping({"CHEATING": -2}, format_bonus=0.1).check_policy()
+
+
+def test_an_outcome_keeps_the_verdict_and_writes_its_name_only_in_a_row() -> None:
+    from proofgym.training.rewards import HARNESS, Outcome
+
+    outcome = Outcome.from_dict(Outcome(Verdict.CHEATING, -1.0, ("axiom: x",)).to_dict())
+    assert outcome.verdict is Verdict.CHEATING and outcome.to_dict()["verdict"] == "CHEATING"
+    assert Outcome("OK", 1.0).verdict is Verdict.OK  # a row's name is read as the verdict
+    failed = Outcome(None, None, harness_error="verifier: VerifierCrashed: x")
+    assert failed.verdict is None and failed.verdict_name == HARNESS and failed.to_dict()["verdict"] is None

@@ -80,7 +80,8 @@ class Outcome:
     """What became of one completion.
 
     Attributes:
-        verdict: The final verdict's name, or ``None`` for a harness failure.
+        verdict: The final :class:`Verdict` (a verdict's name is read as one), or ``None`` for a harness failure;
+            its name only where a row is written (:meth:`to_dict`, the TRL columns, the totals).
         reward: The reward (``None`` for a harness failure).
         reasons: The verifier's reasons (cheat reasons, failure summary).
         wall_s: Wall seconds of the verifier's checks of this completion.
@@ -90,7 +91,7 @@ class Outcome:
         feedback: The verifier's feedback on it (``CheckResult.feedback``), for a repair turn.
     """
 
-    verdict: str | None
+    verdict: Verdict | None
     reward: float | None
     reasons: tuple[str, ...] = ()
     wall_s: float = 0.0
@@ -99,8 +100,18 @@ class Outcome:
     proof: str = ""
     feedback: str = ""
 
+    def __post_init__(self) -> None:
+        if self.verdict is not None and not isinstance(self.verdict, Verdict):
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
+
+    @property
+    def verdict_name(self) -> str:
+        """The verdict's name, or :data:`HARNESS` for a harness failure (what a row or a column shows)."""
+        return self.verdict.value if self.verdict is not None else HARNESS
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "reasons": list(self.reasons)}
+        return {**asdict(self), "verdict": None if self.verdict is None else self.verdict.value,
+                "reasons": list(self.reasons)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
@@ -177,18 +188,18 @@ def batch_metrics(outcomes: Sequence[Outcome], *, batch_seconds: float | None = 
     counts = Counter(o.verdict for o in scored)
     rate = (lambda c: c / n) if n else (lambda c: 0.0)
     metrics = {
-        "proof/ok_rate": rate(counts[Verdict.OK.value]),
-        "proof/cheat_rate": rate(counts[Verdict.CHEATING.value]),
-        "proof/fail_rate": rate(counts[Verdict.FAIL.value]),
-        "verifier/timeout_rate": rate(counts[Verdict.TIMEOUT.value]),
-        "verifier/error_rate": rate(counts[Verdict.ERROR.value]),
+        "proof/ok_rate": rate(counts[Verdict.OK]),
+        "proof/cheat_rate": rate(counts[Verdict.CHEATING]),
+        "proof/fail_rate": rate(counts[Verdict.FAIL]),
+        "verifier/timeout_rate": rate(counts[Verdict.TIMEOUT]),
+        "verifier/error_rate": rate(counts[Verdict.ERROR]),
         "verifier/harness_failures": float(failures),
         "verifier/harness_failure_rate": failures / len(outcomes) if outcomes else 0.0,
         "verifier/seconds": sum(o.wall_s for o in scored) / n if n else 0.0,
         "repair/turns": sum(o.turns for o in outcomes) / len(outcomes) if outcomes else 0.0,
-        "repair/fixed_rate": rate(sum(o.turns > 1 and o.verdict == Verdict.OK.value for o in scored)),
+        "repair/fixed_rate": rate(sum(o.turns > 1 and o.verdict is Verdict.OK for o in scored)),
     }
-    reasons = Counter(reason_key(r) for o in scored if o.verdict == Verdict.CHEATING.value for r in o.reasons)
+    reasons = Counter(reason_key(r) for o in scored if o.verdict is Verdict.CHEATING for r in o.reasons)
     for key in set(cheat_reasons) | set(reasons):
         metrics[f"proof/cheat/{key}"] = rate(reasons[key])
     if batch_seconds is not None:
@@ -279,7 +290,7 @@ class VerifierReward:
         checked = result.result
         if checked is None:
             return Outcome(None, None, harness_error=harness_error(result), proof=proof)
-        return Outcome(checked.verdict.value, self.reward_of(checked), checked.reasons, checked.wall_s, proof=proof,
+        return Outcome(checked.verdict, self.reward_of(checked), checked.reasons, checked.wall_s, proof=proof,
                        feedback=checked.feedback(self.feedback_chars))
 
     def check(self, tasks: Sequence[Task], proofs: Sequence[str]) -> list[Outcome]:
@@ -303,8 +314,8 @@ class VerifierReward:
         self.seen_reasons.update(k.removeprefix("proof/cheat/") for k in metrics if k.startswith("proof/cheat/"))
         self.last_outcomes, self.last_metrics = outcomes, metrics
         self.totals["samples"] += len(outcomes)
-        self.totals.update(o.verdict or HARNESS for o in outcomes)
-        self.task_outcomes.extend((t.id, o.verdict) for t, o in zip(tasks, outcomes, strict=True))
+        self.totals.update(o.verdict_name for o in outcomes)
+        self.task_outcomes.extend((t.id, o.verdict and o.verdict.value) for t, o in zip(tasks, outcomes, strict=True))
         if log_metric is not None:
             for name, value in metrics.items():
                 log_metric(name, value)
@@ -312,7 +323,7 @@ class VerifierReward:
             log_extra("task_id", [t.id for t in tasks])
             log_extra("category", [t.category for t in tasks])
             log_extra("proof", [o.proof for o in outcomes])
-            log_extra("verdict", [o.verdict or HARNESS for o in outcomes])
+            log_extra("verdict", [o.verdict_name for o in outcomes])
             log_extra("reasons", ["; ".join(o.reasons) or o.harness_error for o in outcomes])
             log_extra("turns", [o.turns for o in outcomes])
         return [o.reward for o in outcomes]

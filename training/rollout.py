@@ -305,7 +305,7 @@ class RepairRollout:
         wall_s = sum(t.result.wall_s for t in episode.turns if t.result is not None)
         if result is None:
             return Outcome(None, None, (), wall_s, last.harness_error, last.index, last.action)
-        return Outcome(result.verdict.value, self._reward(last, last.index), result.reasons, wall_s, "", last.index,
+        return Outcome(result.verdict, self._reward(last, last.index), result.reasons, wall_s, "", last.index,
                        last.action, last.feedback)
 
     def _reward(self, outcome: Outcome | Turn, turn: int) -> float | None:
