@@ -74,3 +74,23 @@ def test_a_hol_light_harness_failure_is_no_reward_over_openenv():
         env.reset(task_id=TASK)
         broken = env.step({"proof": OK_REPLY})
     assert (broken.reward, broken.done, broken.observation["verdict"]) == (None, True, None)
+
+
+@pytest.mark.prover
+def test_trls_tactic_tool_proves_a_hol_light_goal_step_by_step(tmp_path, hol):
+    """Tactic-v0 on HOL Light through the tool TRL found on the env it pooled (the Coq test runs TRL's whole loop)."""
+    with ProofgymSpec(TASKS, tactics=True, tactic_verifier=hol) as spec:
+        trainer = _trainer(tmp_path, spec, max_completion_length=64)
+        env, apply_tactic = trainer._environment_pool[None][0], trainer._env_tools[None][0]
+        row = next(r for r in spec.train_dataset if r["task_id"] == TASK)
+        assert "?- `!n. n + 0 = n`" in env.reset(**row)
+        root = env.session.observation["state_id"]
+        replies = [apply_tactic(t) for t in ("GEN_TAC", "INDUCT_TAC", "CHEAT_TAC", f"@{root} INDUCT_TAC", "ARITH_TAC",
+                                             "ARITH_TAC")]
+        trainer.environments = [env]
+        rewards = trainer._calculate_rewards([dict(row)], [row["prompt"]],
+                                             [[{"role": "assistant", "content": "Proved."}]], [[1]])
+        verdict = env.session.verdict  # the whole-proof check's, once no goal was left
+    assert "the tactic failed" in replies[1]  # HOL Light's error on INDUCT_TAC after GEN_TAC, the state unchanged
+    assert replies[-1].startswith("Proof complete") and verdict == "OK"
+    assert rewards[0, 0].item() == 0.0  # the cheat tried (-1) and the proof (1): the episode's return
