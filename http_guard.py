@@ -427,8 +427,8 @@ class GuardedApp:
                 return
             self.guard.check(method, headers, local_address=local)
             self._authorize(scope, headers, local)
-            if method in _BODY_METHODS:
-                receive = await self._read_body(headers, receive)
+            if method in _BODY_METHODS or "Content-Length" in headers or "Transfer-Encoding" in headers:
+                receive = await self._read_body(headers, receive)  # any body: bounded, whatever the method
         except RequestRefused as error:
             if scope["type"] == "websocket":
                 await _refuse_websocket(scope, receive, send, error)
