@@ -191,7 +191,8 @@ def test_trls_tool_loop_proves_a_task_tactic_by_tactic_with_real_coq(tmp_path, c
         text = tokenizer.decode(out["completion_ids"][0][out["completion_mask"][0].bool()])
         assert "Unable to unify" in text  # the prover's error on the bad tactic came back as the tool's reply
         assert "Proof complete" in text
-        assert trainer._metrics["train"]["rewards/TacticToolEnv/mean"] == [1.0]  # TRL's reward call: get_reward
+        mode = "train" if trainer.model.training else "eval"  # where TRL logs this call's rewards
+        assert trainer._metrics[mode]["rewards/TacticToolEnv/mean"] == [1.0]  # TRL's reward call: get_reward
 
 
 def test_a_broken_prover_in_a_tactic_rollout_is_no_reward_in_trls_reward_call(tmp_path):
