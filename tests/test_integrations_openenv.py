@@ -240,3 +240,20 @@ def test_a_broken_prover_in_a_tactic_session_is_no_reward_over_the_websocket():
     assert (broken.reward, broken.done) == (None, True)
     assert broken.observation["harness_error"] == "VerifierCrashed: fake: coqidetop died"
     assert (after.reward, after.done) == (None, True)
+
+
+@requires_coq
+@pytest.mark.prover
+def test_two_tactic_sessions_on_one_server_keep_their_own_proof_states(coq_verifier):
+    with ProofScorer("coq-tiny", tactic_verifier=coq_verifier) as scorer, serving(tactic_app(scorer)) as url, \
+            GenericEnvClient(base_url=url).sync() as first, GenericEnvClient(base_url=url).sync() as second:
+        first.reset(task_id=TASK)
+        moved = first.step({"tactic": "intros."})
+        fresh = second.reset(task_id=TASK)  # another WebSocket session: its own episode, from the root
+        rejected = second.step({"tactic": "lia"})  # no period: not a sentence, Coq's error, in that session only
+        finished = first.step({"tactic": "lia."})
+        other = second.step({"tactic": "lia."})
+    assert "H : a < b" in moved.observation["goals"] and "H : a < b" not in fresh.observation["goals"]
+    assert rejected.observation["last_error"] and not rejected.done
+    assert [(s.observation["verdict"], s.reward, s.done) for s in (finished, other)] == [
+        ("OK", 1.0, True), ("OK", 1.0, True)]

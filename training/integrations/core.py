@@ -79,6 +79,9 @@ class ProofScorer:
 
         self.tasks = TaskSet(suite)
         self._tactic_verifiers = VerifierSet(tactic_verifier, None)
+        # A verifier keeps warm prover sessions that are not meant for two threads at once; tactic sessions
+        # (OpenEnv serves them from a thread pool) take turns on it, each step whole.
+        self.tactic_lock = threading.Lock()
         self.service_url = service_url
         self._token = token
         self._workers = int(workers)
@@ -243,8 +246,10 @@ class TacticSession:
         self.verdict: str | None = None  # the whole-proof check's, once a path finished
         self.terminated = self.truncated = False
         self.harness_error = ""
+        self._lock = scorer.tactic_lock
         try:
-            self.observation, _ = self.env.reset(options={"task_id": task.id})
+            with self._lock:
+                self.observation, _ = self.env.reset(options={"task_id": task.id})
         except VerifierError as exc:
             self._broken(exc)
 
@@ -257,7 +262,8 @@ class TacticSession:
             raise RuntimeError(f"the tactic session on {self.task.id} is over ({len(self.rewards)} steps); "
                                f"start another")
         try:
-            self.observation, reward, self.terminated, self.truncated, info = self.env.step(action)
+            with self._lock:
+                self.observation, reward, self.terminated, self.truncated, info = self.env.step(action)
         except VerifierError as exc:
             self._broken(exc)
             return None, {"harness_error": self.harness_error}
@@ -295,7 +301,8 @@ class TacticSession:
 
     def close(self) -> None:
         """Stop the episode's prover session (the verifier itself is the scorer's). Idempotent."""
-        self.env.close()
+        with self._lock:
+            self.env.close()
 
 
 # -- one scorer per process, for trainers that load a reward by name ----------------------------
