@@ -203,14 +203,35 @@ def test_the_hub_packages_server_serves_the_suite_it_is_told(monkeypatch):
         module.app.state.proofgym.close()  # no check ran, so no worker was started: close() is still the contract
 
 
-def tactic_app(scorer: ProofScorer) -> Any:
-    """Tactic-v0 on OpenEnv's own ``create_app``, as docs/integrations/openenv.md serves it."""
-    from openenv.core.env_server.http_server import create_app
+def tactic_app(scorer: ProofScorer, **guard: Any) -> Any:
+    """Tactic-v0 on OpenEnv's own ``create_app`` behind the request guard, as docs/integrations/openenv.md serves it."""
+    from proofgym.training.integrations.openenv_tactic import make_tactic_app
 
-    from proofgym.training.integrations.openenv_tactic import TacticAction, TacticEnvironment, TacticObservation
+    return make_tactic_app(scorer, max_concurrent_envs=2, **guard)
 
-    return create_app(lambda: TacticEnvironment(scorer), TacticAction, TacticObservation, env_name="proofgym-tactic",
-                      max_concurrent_envs=2)
+
+def test_the_tactic_app_is_behind_the_request_guard():
+    """A page on another origin (or a DNS-rebinding Host) cannot open a tactic session; the token is asked for."""
+    import http.client
+
+    token = "t" * 24
+    with ProofScorer("coq-tiny", tactic_verifier=FakeBrokenVerifier()) as scorer, \
+            serving(tactic_app(scorer, token=token)) as url:
+        port = int(url.rsplit(":", 1)[1])
+
+        def status(headers: dict[str, str]) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                conn.request("POST", "/reset", body=b"{}", headers={"Content-Type": "application/json", **headers})
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        auth = {"Authorization": f"Bearer {token}"}
+        assert status({**auth, "Origin": "http://attacker.example"}) == 403
+        assert status({**auth, "Host": "attacker.example"}) == 421
+        assert status({}) == 401
+        assert status(auth) == 200
 
 
 @requires_coq

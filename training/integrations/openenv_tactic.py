@@ -9,25 +9,27 @@ episode with reward 1.0; a cheat tactic (``Admitted.``, ``CHEAT_TAC``) is refuse
 other step 0.0. A harness failure (the prover broke) is ``reward=None``, ``done=True`` and
 ``harness_error``: no reward, never a 0. Coq and HOL Light tasks (Dafny has no tactic mode).
 
-Serve it with OpenEnv's own ``create_app``, beside (or instead of) the whole-proof app::
+Serve it with :func:`make_tactic_app`: OpenEnv's own ``create_app`` behind ``serve-verifier``'s request guard
+(``proofgym.http_guard.GuardedApp``: Host, Origin and WebSocket handshakes, the token, body limits), beside
+(or instead of) the whole-proof app::
 
-    from openenv.core.env_server.http_server import create_app
     from proofgym.training.integrations.core import ProofScorer
-    from proofgym.training.integrations.openenv_tactic import TacticAction, TacticObservation, TacticEnvironment
+    from proofgym.training.integrations.openenv_tactic import make_tactic_app
 
     scorer = ProofScorer("coq-tiny")                     # every session's verifier; close() it when done
-    app = create_app(lambda: TacticEnvironment(scorer), TacticAction, TacticObservation,
-                     env_name="proofgym-tactic", max_concurrent_envs=8)
+    app = make_tactic_app(scorer)                        # uvicorn.run(app, host="127.0.0.1", port=8000)
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from proofgym.envs.errors import DependencyNotInstalled
+from proofgym.http_guard import GuardedApp, RequestGuard
 from proofgym.training.integrations.core import ProofScorer, TacticSession
 
 try:
@@ -38,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise DependencyNotInstalled(
         f"the OpenEnv adapter needs openenv-core: pip install 'proofgym[openenv]' ({exc})") from exc
 
-__all__ = ["TacticAction", "TacticEnvironment", "TacticObservation", "TacticState"]
+__all__ = ["TacticAction", "TacticEnvironment", "TacticObservation", "TacticState", "make_tactic_app"]
 
 
 class TacticAction(Action):
@@ -139,3 +141,21 @@ class TacticEnvironment(Environment[TacticAction, TacticObservation, TacticState
             goals=str(obs.get("goals", "")), state_id=int(obs.get("state_id", 0)),
             last_error=str(obs.get("last_error", "")), steps=int(obs.get("steps", 0)), verdict=verdict,
             harness_error=note or session.harness_error, reward=reward, done=done)
+
+
+def make_tactic_app(scorer: ProofScorer, *, max_concurrent_envs: int = 8, host: str = "127.0.0.1",
+                    token: str | None = None, allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
+                    max_body_bytes: int = 1024 * 1024) -> GuardedApp:
+    """Tactic-v0 on OpenEnv's ``create_app``, behind the same request guard as ``make_app`` and ``serve-verifier``.
+
+    Every session runs on ``scorer``'s tactic verifier (its owner closes it). ``host``, ``token``,
+    ``allowed_origins``, ``allowed_hosts``, ``max_body_bytes``: as for
+    :func:`proofgym.training.integrations.openenv_env.make_app` (a tactic is short: 1 MiB bodies by default).
+    """
+    from openenv.core.env_server.http_server import create_app
+
+    guard = RequestGuard.create(host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
+    app = create_app(lambda: TacticEnvironment(scorer), TacticAction, TacticObservation, env_name="proofgym-tactic",
+                     max_concurrent_envs=max_concurrent_envs)
+    app.state.proofgym = scorer
+    return GuardedApp(app, guard, token=token, max_body_bytes=max_body_bytes)
