@@ -562,23 +562,7 @@ def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
                                           else tokens[view.name_index].end]))
         elif sym.parent not in ("_default", ""):
             member_verbatim.append((sym, tuple(_strip_attributes(tokens[view.start:view.end]))))
-    # Top-level statement declarations that Dafny reports no symbol for (datatypes, types) or that
-    # are functions with bodies: kept verbatim.
-    stmt_start = next((k for k, t in enumerate(tokens) if t.line >= stmt_first_line), len(tokens))
-    stmt_tokens = tokens[stmt_start:]
-    covered: set[int] = set()
-    for view in located.values():
-        covered.update(range(view.start - stmt_start, view.end - stmt_start))
-    for a, b in top_level_decls(stmt_tokens):
-        first = next((t.text for t in stmt_tokens[a:b] if t.text not in _MODIFIERS), "")
-        if first in ("class", "trait", "module", "iterator"):
-            continue
-        if set(range(a, b)) & covered:
-            view = next((v for v in located.values() if v.start - stmt_start == a), None)
-            if view is None or view.symbol.kind == "Method" or not view.symbol.has_body:
-                continue
-        verbatim.append((" ".join(t.text for t in stmt_tokens[a:min(b, a + 4)]),
-                         tuple(t.text for t in stmt_tokens[a:b])))
+    verbatim += _statement_verbatim(tokens, stmt_first_line, located)
     star = any(t.text == "decreases" and k + 1 < len(tokens) and tokens[k + 1].text == "*"
                for k, t in enumerate(tokens))
     assumes = bool(allowed_bodyless) or any(t.text == "assume" for t in ctx_tokens) or any(
@@ -590,6 +574,29 @@ def build_anchor(context: str, statement: str, symbols: list[Symbol]) -> Anchor:
     unmarkable = any(t.kind == "ident" and t.text == "assume" for t in ctx_tokens)
     return Anchor(tuple(targets), tuple(verbatim), tuple(member_verbatim), frozenset(allowed_bodyless), star,
                   assumes, declared, task_attributes, unmarkable, frozenset(type_and_constructor_names(tokens)))
+
+
+def _statement_verbatim(tokens: list[Token], stmt_first_line: int,
+                        located: dict[tuple[str, str, str], DeclView]) -> list[tuple[str, tuple[str, ...]]]:
+    """Top-level statement declarations that Dafny reports no symbol for (datatypes, types) or that
+    are functions with bodies: kept verbatim (a short label, the tokens)."""
+    verbatim: list[tuple[str, tuple[str, ...]]] = []
+    stmt_start = next((k for k, t in enumerate(tokens) if t.line >= stmt_first_line), len(tokens))
+    stmt_tokens = tokens[stmt_start:]
+    covered: set[int] = set()
+    for view in located.values():
+        covered.update(range(view.start - stmt_start, view.end - stmt_start))
+    for a, b in top_level_decls(stmt_tokens):
+        first = next((t.text for t in stmt_tokens[a:b] if t.text not in _MODIFIERS), "")
+        if first in ("class", "trait", "module", "iterator"):
+            continue
+        if set(range(a, b)) & covered:
+            found = next((v for v in located.values() if v.start - stmt_start == a), None)
+            if found is None or found.symbol.kind == "Method" or not found.symbol.has_body:
+                continue
+        verbatim.append((" ".join(t.text for t in stmt_tokens[a:min(b, a + 4)]),
+                         tuple(t.text for t in stmt_tokens[a:b])))
+    return verbatim
 
 
 _TYPE_WORDS = frozenset({"datatype", "codatatype", "type", "newtype", "class", "trait", "module", "iterator"})
@@ -782,6 +789,10 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
     Differences not shown to be a weakening (:mod:`~proofgym.envs.verifiers.dafny.contract`: a dropped ``requires``,
     a target missing or moved into a module, a changed kind...) go to ``errors`` (the caller's ERROR, "keep the task's
     header as written"), or among the reasons when ``errors`` is not given (fail closed).
+
+    The rules, in order: no declaration shadows a name of the task's (:func:`_shadowing`); each target is present
+    with its kind and a header no weaker (:func:`_check_target`); members the statement has are kept verbatim
+    (:func:`_check_verbatim`).
     """
     other: list[str] = [] if errors is None else errors
     index = _Index(tokens)
@@ -789,13 +800,24 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
     for sym in symbols:
         if sym.kind in MEMBER_KINDS + ("Field",):
             by_key.setdefault(sym.key, sym)
+    reasons = _shadowing(anchor, tokens, symbols, index)
+    for target in anchor.targets:
+        _check_target(anchor, tokens, symbols, index, target, by_key.get(target.symbol.key), reasons, other)
+    for want_sym, words in anchor.member_verbatim:
+        _check_verbatim(tokens, symbols, index, want_sym, words, by_key.get(want_sym.key), reasons, other)
+    return reasons if errors is not None else reasons + other
+
+
+def _shadowing(anchor: Anchor, tokens: list[Token], symbols: list[Symbol], index: _Index) -> list[str]:
+    """No second declaration of a name the task declares: a class member named like a context function would shadow
+    it inside that class, and change what an unchanged header means (bodyless declarations are judged by
+    classify_declarations).
+
+    Only where the task's own text is read: in a class that holds a task declaration or at the top level of its
+    module, or anywhere once a module is opened into another. A same-named declaration in a module or class of the
+    submission's own (a program wrapped in a module) shadows nothing of the task's.
+    """
     reasons: list[str] = []
-    # Bodyless declarations are judged by classify_declarations. No second declaration of a name the task declares:
-    # a class member named like a context function would shadow it inside that class, and change what an unchanged
-    # header means.
-    # Only where the task's own text is read: in a class that holds a task declaration or at the top level of its
-    # module, or anywhere once a module is opened into another. A same-named declaration in a module or class of the submission's own
-    # (a program wrapped in a module) shadows nothing of the task's.
     names = ({name for _, _, name in anchor.declared} - {"_ctor"}) | anchor.type_names
     task_scopes = {(m, c) for m, c, _ in anchor.declared} | {(m, "_default") for m, _, _ in anchor.declared}
     opened = any(t.kind == "ident" and t.text == "opened" for t in tokens)
@@ -807,72 +829,84 @@ def check_anchoring(anchor: Anchor, tokens: list[Token], symbols: list[Symbol],
             if sym.kind != "Field" and view is None:
                 continue  # synthesised by Dafny
             reasons.append(f"{sym.label} redeclares the task's name '{sym.name}' (it would shadow the task's own)")
-    # Targets: present, same kind, the same header or a weaker one (CHEATING) or another one (ERROR).
-    keep = "keep the task's header as written"
-    for target in anchor.targets:
-        sym = by_key.get(target.symbol.key)
-        label = target.symbol.label
-        view = locate(index, sym, symbols) if sym is not None and sym.kind == target.symbol.kind else None
-        if view is None:
-            # Not shown to be a weakening: a renamed target, or a program wrapped in a module or class, proves
-            # nothing about the task's declaration, and tells nothing either.
-            other.append(f"the target {label} is missing: implement it under its own name, where the statement "
-                         f"declares it (not renamed, not inside a module or class)")
+    return reasons
+
+
+_KEEP_HEADER = "keep the task's header as written"
+
+
+def _check_target(anchor: Anchor, tokens: list[Token], symbols: list[Symbol], index: _Index, target: Target,
+                  sym: Symbol | None, reasons: list[str], other: list[str]) -> None:
+    """A target: present, same kind, the same header or a weaker one (CHEATING) or another one (ERROR)."""
+    label = target.symbol.label
+    view = locate(index, sym, symbols) if sym is not None and sym.kind == target.symbol.kind else None
+    if sym is None or view is None:
+        # Not shown to be a weakening: a renamed target, or a program wrapped in a module or class, proves
+        # nothing about the task's declaration, and tells nothing either.
+        other.append(f"the target {label} is missing: implement it under its own name, where the statement "
+                     f"declares it (not renamed, not inside a module or class)")
+        return
+    if not sym.has_body:
+        return  # already reported as bodyless
+    if not _same_kind(view.kind_words, target.kind_words):
+        other.append(f"{label}: kind changed from '{' '.join(target.kind_words)}' to "
+                     f"'{' '.join(view.kind_words)}' ({_KEEP_HEADER})")
+        return
+    weaker, changed = _header_differences(target, sym, view)
+    if not anchor.allow_decreases_star and any(
+            tokens[k].text == "decreases" and tokens[k + 1].text == "*" for k in range(view.start, view.end - 1)):
+        weaker.append("decreases * (termination is required)")
+    if weaker:
+        reasons.append(f"{label}: the contract is weaker than the statement's: {', '.join(weaker)}")
+    elif changed:
+        other.append(f"{label}: {', '.join(changed)} differ from the statement's, and not by a weakening proofgym "
+                     f"can show: {_KEEP_HEADER}")
+
+
+def _header_differences(target: Target, sym: Symbol, view: DeclView) -> tuple[list[str], list[str]]:
+    """How the submission's header of ``target`` differs from the statement's: (weaker, otherwise changed), as
+    written and as Dafny reads the clauses (printed from its resolved program), compared the same way."""
+    got = split_header(view.header)
+    want = target.header
+    clauses = ("requires", "ensures", "modifies", "reads")
+    found = compare_header(want.signature, got.signature, {k: getattr(want, k) for k in clauses},
+                           {k: getattr(got, k) for k in clauses})
+    weaker, changed = list(found.weaker), list(found.other)
+    ws, gs = parse_signature(want.signature), parse_signature(got.signature)
+    names_w, names_g = (ws.names, gs.names) if ws is not None and gs is not None else ({}, {})
+    for kind in ("requires", "ensures"):
+        printed_w, printed_g = getattr(target.symbol, kind), getattr(sym, kind)
+        if printed_w is None or printed_g is None or any(kind in c for c in weaker + changed):
             continue
-        if not sym.has_body:
-            continue  # already reported as bodyless
-        if not _same_kind(view.kind_words, target.kind_words):
-            other.append(f"{label}: kind changed from '{' '.join(target.kind_words)}' to "
-                         f"'{' '.join(view.kind_words)}' ({keep})")
-            continue
-        got = split_header(view.header)
-        want = target.header
-        clauses = ("requires", "ensures", "modifies", "reads")
-        found = compare_header(want.signature, got.signature, {k: getattr(want, k) for k in clauses},
-                               {k: getattr(got, k) for k in clauses})
-        weaker, changed = list(found.weaker), list(found.other)
-        # Dafny's own reading of the clauses (printed from its resolved program) is compared the same way.
-        ws, gs = parse_signature(want.signature), parse_signature(got.signature)
-        names_w, names_g = (ws.names, gs.names) if ws is not None and gs is not None else ({}, {})
-        for kind in ("requires", "ensures"):
-            printed_w, printed_g = getattr(target.symbol, kind), getattr(sym, kind)
-            if printed_w is None or printed_g is None or any(kind in c for c in weaker + changed):
-                continue
-            outcome = compare_printed(_printed_tokens(printed_w), _printed_tokens(printed_g), kind, names_w, names_g)
-            if outcome == "weaker":
-                weaker.append(f"{kind} (as Dafny reads it)")
-            elif outcome != "same":
-                changed.append(f"{kind} (as Dafny reads it)")
-        if not anchor.allow_decreases_star and any(
-                tokens[k].text == "decreases" and tokens[k + 1].text == "*" for k in range(view.start, view.end - 1)):
-            weaker.append("decreases * (termination is required)")
-        if weaker:
-            reasons.append(f"{label}: the contract is weaker than the statement's: {', '.join(weaker)}")
-        elif changed:
-            other.append(f"{label}: {', '.join(changed)} differ from the statement's, and not by a weakening proofgym "
-                         f"can show: {keep}")
-    # Members kept verbatim (fields, functions with bodies inside classes).
-    for want_sym, words in anchor.member_verbatim:
-        sym = by_key.get(want_sym.key)
-        if sym is None:
-            other.append(f"{want_sym.label} from the statement is missing: keep it as the statement writes it")
-            continue
-        if sym.kind == "Field":
-            k = index.at.get((sym.line, sym.col))
-            if k is None:
-                other.append(f"{want_sym.label} from the statement is missing: keep it as the statement writes it")
-                continue
-            start = _walk_back_modifiers(index, k)
-            end = _header_end(index, k + 1, sym, symbols)
-            got_words = tuple(_strip_attributes(tokens[start:end]))
-        else:
-            view = locate(index, sym, symbols)
-            got_words = tuple(_strip_attributes(tokens[view.start:view.end])) if view else ()
-        if got_words != words:
-            # A field's type or a member function's body is what the statement's contracts mean: changed, they
-            # can mean less.
-            reasons.append(f"{want_sym.label} differs from the statement (it must be kept unchanged)")
-    return reasons if errors is not None else reasons + other
+        outcome = compare_printed(_printed_tokens(printed_w), _printed_tokens(printed_g), kind, names_w, names_g)
+        if outcome == "weaker":
+            weaker.append(f"{kind} (as Dafny reads it)")
+        elif outcome != "same":
+            changed.append(f"{kind} (as Dafny reads it)")
+    return weaker, changed
+
+
+def _check_verbatim(tokens: list[Token], symbols: list[Symbol], index: _Index, want_sym: Symbol,
+                    words: tuple[str, ...], sym: Symbol | None, reasons: list[str], other: list[str]) -> None:
+    """A member kept verbatim (a field, a function with a body inside a class): a field's type or a member
+    function's body is what the statement's contracts mean; changed, they can mean less."""
+    missing = f"{want_sym.label} from the statement is missing: keep it as the statement writes it"
+    if sym is None:
+        other.append(missing)
+        return
+    if sym.kind == "Field":
+        k = index.at.get((sym.line, sym.col))
+        if k is None:
+            other.append(missing)
+            return
+        start = _walk_back_modifiers(index, k)
+        end = _header_end(index, k + 1, sym, symbols)
+        got_words = tuple(_strip_attributes(tokens[start:end]))
+    else:
+        view = locate(index, sym, symbols)
+        got_words = tuple(_strip_attributes(tokens[view.start:view.end])) if view else ()
+    if got_words != words:
+        reasons.append(f"{want_sym.label} differs from the statement (it must be kept unchanged)")
 
 
 def _printed_tokens(clauses: Sequence[str]) -> list[tuple[str, ...]]:

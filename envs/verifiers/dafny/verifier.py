@@ -50,6 +50,7 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -438,134 +439,17 @@ class DafnyVerifier(ProverVerifier):
 
     def _judge(self, task: Task, tokens: list[Token], anchor: Anchor, trusted: list[tuple[int, int]], run: _Run,
                symbols: list[Symbol] | None, decls: Declarations | None, view: BoogieView | None = None) -> CheckResult:
-        """The verdict of one run: errors, Dafny's view of bodies and specs, the implementation count, and
-        Boogie's translation (``view``: from the run itself on the CLI, read apart for a server OK)."""
-        out = run.output
-        if view is None and run.boogie:
-            view = parse_boogie(run.boogie)
-        trusted_lines = _trusted_lines(tokens, trusted)
-        if decls is None:
-            # Without Dafny's symbols nothing was marked, so /noCheating:1 names the task's own trusted
-            # declarations: that is not the submission's error (and must not route its repair).
-            out = replace(out, diagnostics=tuple(d for d in out.diagnostics if not (
-                "must have a body" in d.message and d.line in trusted_lines)))
-        messages = tuple(d.render() for d in out.diagnostics if d.level != "warning"
-                         or _BODYLESS_WARNING_RE.search(d.message))[:50]
-        backend = run.backend
-        if run.timed_out:
-            return CheckResult(Verdict.TIMEOUT, (f"ran past the {task.timeout_s:g} s deadline (killed)",), messages,
-                               error_category=ErrorCategory.TIMEOUT, backend=backend, cpu_s=run.cpu_s)
-        if run.crashed and self.config.rlimit and any(_Z3_RLIMIT_HIT in e for e in out.prover_errors):
-            # The budget ran out (so early that Boogie crashed on it): a TIMEOUT, as an "out of resource" outcome is.
-            return CheckResult(Verdict.TIMEOUT, (f"z3 ran out of its resource limit (rlimit={self.config.rlimit})",),
-                               messages + out.prover_errors[:1], error_category=ErrorCategory.TIMEOUT,
-                               backend=backend, cpu_s=run.cpu_s)
-        if run.crashed:  # on a fresh process, after a first death (see _verify): the policy of died_under_proof
-            return replace(died_under_proof(f"Dafny {run.crashed}", backend=backend, messages=messages),
-                           cpu_s=run.cpu_s)
-        errors = out.errors
-        category = primary_category(out.diagnostics)
-
-        def cheating(reasons: list[str]) -> CheckResult:
-            return CheckResult(Verdict.CHEATING, tuple(reasons), messages, error_category=ErrorCategory.CHEATING,
-                               backend=backend, cpu_s=run.cpu_s)
-
-        if symbols is None or decls is None or category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (
-                errors and not out.outcomes):
-            reasons = check_anchoring(anchor, tokens, symbols, trusted, []) + list(decls.cheats) \
-                if symbols and decls else []
-            # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
-            reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
-                        for d in errors if "must have a body" in d.message and d.line not in trusted_lines]
-            if reasons:
-                return cheating(reasons)
-            if category is ErrorCategory.NONE:
-                category = ErrorCategory.UNKNOWN
-            return CheckResult(Verdict.ERROR, (f"{len(errors)} {category.value} diagnostic(s): the program does "
-                                               f"not {'parse' if category is ErrorCategory.PARSE_ERROR else 'resolve'}",),
-                               messages, error_category=category, backend=backend, cpu_s=run.cpu_s)
-        header_errors: list[str] = []
-        reasons = check_anchoring(anchor, tokens, symbols, trusted, header_errors) + list(decls.cheats)
-        for d in out.warnings:
-            if _BODYLESS_WARNING_RE.search(d.message) and d.line not in trusted_lines:
-                reasons.append(f"line {d.line}: a {_BODYLESS_WARNING_RE.search(d.message).group(1)} without a body "
-                               f"is an assumption")
-        if view is not None:
-            reasons += boogie_findings(view, decls)
-        if reasons:
-            return cheating(reasons)
-        if header_errors:
-            # A header that differs from the statement's, but not by a weakening: no reward, and what to change.
-            return CheckResult(Verdict.ERROR, tuple(header_errors[:5]), messages, error_category=ErrorCategory.UNKNOWN,
-                               backend=backend, cpu_s=run.cpu_s)
-        if decls.unplaced:
-            # Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted.
-            return CheckResult(Verdict.ERROR, tuple(f"proofgym cannot place {u} in the program text or classify it, "
-                                                    f"so it cannot be judged: give it a name of its own and write it "
-                                                    f"as a plain declaration" for u in decls.unplaced[:5]), messages,
-                               error_category=ErrorCategory.UNKNOWN, backend=backend, cpu_s=run.cpu_s)
-        timeouts = [d for d in errors if d.level in ("timeout", "resource")]
-        bad_outcomes = [(i, o) for i, o in out.outcomes if o != "verified"]
-        if errors or bad_outcomes:
-            if timeouts and len(timeouts) == len(errors):
-                return CheckResult(Verdict.TIMEOUT, tuple(f"{i}: {o}" for i, o in bad_outcomes)
-                                   or ("verification timed out",), messages, error_category=ErrorCategory.TIMEOUT,
-                                   backend=backend, cpu_s=run.cpu_s)
-            return CheckResult(Verdict.FAIL, (f"{len(errors)} verification error(s)",) + tuple(
-                f"{i}: {o}" for i, o in bad_outcomes[:5]), messages,
-                error_category=category if category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN,
-                backend=backend, cpu_s=run.cpu_s)
-        # No error: an OK needs every obligation accounted for.
-        problems: list[str] = []
-        if out.prover_errors:
-            problems.append(f"prover error: {out.prover_errors[0][:120]}")
-        if out.trace_anomalies:
-            problems.append(f"unreadable trace: {out.trace_anomalies[0]}")
-        verified = out.verified_implementations()
-        if not verified:
-            problems.append("nothing was verified (0 implementations)")
-        expected = expected_implementations(tokens, symbols, decls)
-        if view is not None:
-            # Dafny emits no implementation where it has nothing to prove (no postcondition, no check in
-            # the body): such a declaration is not a dropped obligation.
-            expected = [e for e in expected if not any(impl_matches(p, e) for p in view.nothing_to_prove)]
-            drops = boogie_unverified(view, verified)
-        else:
-            drops = []
-        drops += pair_implementations(verified, expected, decls.copies)
-        if run.backend == "cli":
-            s = out.summary
-            if run.returncode != 0:
-                problems.append(f"dafny exited with {run.returncode}")
-            if out.summary_lines != 1 or s is None:
-                problems.append("no exact 'N verified, 0 errors' summary")
-            else:
-                if s.errors or s.time_outs or s.inconclusive or s.out_of_memory or s.out_of_resource:
-                    problems.append("the summary reports errors, time outs or out of resource")
-                if s.verified < 1:
-                    problems.append("the summary reports 0 verified")
-                if s.verified != len(out.outcomes):
-                    drops.append(f"the summary counts {s.verified} verified but the trace has "
-                                 f"{len(out.outcomes)} implementations")
-            if view is not None:
-                if len(view.implementations) != (s.verified if s else -1):
-                    drops.append(f"Boogie has {len(view.implementations)} implementations but "
-                                 f"{s.verified if s else 0} verified")
-            raw = "\n".join(d.message for d in out.diagnostics)
-            if "time out" in raw or "out of resource" in raw:
-                problems.append("a time out or out of resource was reported")
-        if drops:
-            return cheating(drops)
-        if problems:
-            return CheckResult(Verdict.FAIL, tuple(problems), messages, error_category=ErrorCategory.UNKNOWN,
-                               backend=backend, cpu_s=run.cpu_s)
-        return CheckResult(Verdict.OK, (), messages, backend=backend, cpu_s=run.cpu_s)
+        """The verdict of one run: the first that one of :data:`_JUDGE_RULES` gives (the deadline, a crash, errors,
+        Dafny's view of bodies and specs, the implementation count, and Boogie's translation: ``view``, from the
+        run itself on the CLI, read apart for a server OK)."""
+        judging = _Judging.of(task, tokens, anchor, trusted, run, symbols, decls, view, self.config.rlimit)
+        return next(result for rule in _JUDGE_RULES if (result := rule(judging)) is not None)
 
     # -- running Dafny ------------------------------------------------------------------------
     def _verify(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
         if self.config.backend == "cli":
             run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
-            if run.crashed:  # a death is retried once on a fresh process (died_under_proof)
+            if run.crashed and not _z3_gave_up(run):  # a death is retried once on a fresh process (died_under_proof)
                 self.stats["cli_retries"] += 1
                 run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
             return run
@@ -680,11 +564,213 @@ class DafnyVerifier(ProverVerifier):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _z3_gave_up(run: _Run) -> bool:
+    """Whether a crashed run's prover errors say z3 hit a resource limit: it gave up, it did not die."""
+    return any(_Z3_RLIMIT_HIT in e for e in run.output.prover_errors)
+
+
 def _ok_candidate(run: _Run) -> bool:
     """Whether a run may still end in OK: an answer, no error, every outcome verified."""
     out = run.output
     return not (run.timed_out or run.crashed or out.errors or out.prover_errors or out.trace_anomalies) and all(
         o == "verified" for _, o in out.outcomes)
+
+
+# -- judging one run -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Judging:
+    """One run as :data:`_JUDGE_RULES` read it: the task's anchoring, the run's output (without the task's own
+    bodyless declarations when Dafny's symbols are missing), the messages a verdict carries, Boogie's view."""
+
+    task: Task
+    tokens: list[Token]
+    anchor: Anchor
+    trusted: list[tuple[int, int]]
+    trusted_lines: set[int]
+    run: _Run
+    out: DafnyOutput
+    messages: tuple[str, ...]
+    symbols: list[Symbol] | None
+    decls: Declarations | None
+    view: BoogieView | None
+    rlimit: int
+    category: ErrorCategory  # the diagnostics' primary category
+
+    @classmethod
+    def of(cls, task: Task, tokens: list[Token], anchor: Anchor, trusted: list[tuple[int, int]], run: _Run,
+           symbols: list[Symbol] | None, decls: Declarations | None, view: BoogieView | None,
+           rlimit: int) -> _Judging:
+        out = run.output
+        if view is None and run.boogie:
+            view = parse_boogie(run.boogie)
+        trusted_lines = _trusted_lines(tokens, trusted)
+        if decls is None:
+            # Without Dafny's symbols nothing was marked, so /noCheating:1 names the task's own trusted
+            # declarations: that is not the submission's error (and must not route its repair).
+            out = replace(out, diagnostics=tuple(d for d in out.diagnostics if not (
+                "must have a body" in d.message and d.line in trusted_lines)))
+        messages = tuple(d.render() for d in out.diagnostics if d.level != "warning"
+                         or _BODYLESS_WARNING_RE.search(d.message))[:50]
+        return cls(task, tokens, anchor, trusted, trusted_lines, run, out, messages, symbols, decls, view, rlimit,
+                   primary_category(out.diagnostics))
+
+    def verdict(self, verdict: Verdict, reasons: Iterable[str], category: ErrorCategory,
+                messages: tuple[str, ...] | None = None) -> CheckResult:
+        return CheckResult(verdict, tuple(reasons), self.messages if messages is None else messages,
+                           error_category=category, backend=self.run.backend, cpu_s=self.run.cpu_s)
+
+    def cheating(self, reasons: Iterable[str]) -> CheckResult:
+        return self.verdict(Verdict.CHEATING, reasons, ErrorCategory.CHEATING)
+
+    @property
+    def failure_category(self) -> ErrorCategory:
+        return self.category if self.category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN
+
+
+def _timed_out(j: _Judging) -> CheckResult | None:
+    if not j.run.timed_out:
+        return None
+    return j.verdict(Verdict.TIMEOUT, (f"ran past the {j.task.timeout_s:g} s deadline (killed)",), ErrorCategory.TIMEOUT)
+
+
+def _resource_limit_hit(j: _Judging) -> CheckResult | None:
+    """The budget ran out (so early that Boogie crashed on it): a TIMEOUT, as an "out of resource" outcome is."""
+    if not (j.run.crashed and j.rlimit and any(_Z3_RLIMIT_HIT in e for e in j.out.prover_errors)):
+        return None
+    return j.verdict(Verdict.TIMEOUT, (f"z3 ran out of its resource limit (rlimit={j.rlimit})",),
+                     ErrorCategory.TIMEOUT, j.messages + j.out.prover_errors[:1])
+
+
+def _crashed(j: _Judging) -> CheckResult | None:
+    """On a fresh process, after a first death (see _verify): the policy of died_under_proof."""
+    if not j.run.crashed:
+        return None
+    if _z3_gave_up(j.run):
+        # z3 gave up on the program's own {:rlimit} (Dafny 2.3 crashes on a tiny one): nothing is proved, a FAIL
+        # (red team corpus, rlimit-trap), not the prover dying under the proof.
+        return j.verdict(Verdict.FAIL, (f"Dafny crashed on this program: {j.run.crashed}",),
+                         j.category if j.category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN)
+    return replace(died_under_proof(f"Dafny {j.run.crashed}", backend=j.run.backend, messages=j.messages),
+                   cpu_s=j.run.cpu_s)
+
+
+def _does_not_resolve(j: _Judging) -> CheckResult | None:
+    """A program that does not parse or resolve (or Dafny's symbols are missing): ERROR, unless what can be read
+    of it already shows an assumption."""
+    errors = j.out.errors
+    if not (j.symbols is None or j.decls is None or j.category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR)
+            or (errors and not j.out.outcomes)):
+        return None
+    reasons = check_anchoring(j.anchor, j.tokens, j.symbols, j.trusted, []) + list(j.decls.cheats) \
+        if j.symbols and j.decls else []
+    # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
+    reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
+                for d in errors if "must have a body" in d.message and d.line not in j.trusted_lines]
+    if reasons:
+        return j.cheating(reasons)
+    category = j.failure_category
+    return j.verdict(Verdict.ERROR, (f"{len(errors)} {category.value} diagnostic(s): the program does "
+                                     f"not {'parse' if category is ErrorCategory.PARSE_ERROR else 'resolve'}",),
+                     category)
+
+
+def _assumptions_or_header(j: _Judging) -> CheckResult | None:
+    """An assumption anywhere (the task's anchoring, a bodyless declaration, loop or forall, Boogie's view):
+    CHEATING; else a header that differs from the statement's, but not by a weakening: ERROR (no reward, and what
+    to change)."""
+    header_errors: list[str] = []
+    reasons = check_anchoring(j.anchor, j.tokens, j.symbols, j.trusted, header_errors) + list(j.decls.cheats)
+    for d in j.out.warnings:
+        if (m := _BODYLESS_WARNING_RE.search(d.message)) and d.line not in j.trusted_lines:
+            reasons.append(f"line {d.line}: a {m.group(1)} without a body is an assumption")
+    if j.view is not None:
+        reasons += boogie_findings(j.view, j.decls)
+    if reasons:
+        return j.cheating(reasons)
+    if header_errors:
+        return j.verdict(Verdict.ERROR, header_errors[:5], ErrorCategory.UNKNOWN)
+    return None
+
+
+def _unplaced(j: _Judging) -> CheckResult | None:
+    """Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted."""
+    if not j.decls.unplaced:
+        return None
+    return j.verdict(Verdict.ERROR, (f"proofgym cannot place {u} in the program text or classify it, so it cannot "
+                                     f"be judged: give it a name of its own and write it as a plain declaration"
+                                     for u in j.decls.unplaced[:5]), ErrorCategory.UNKNOWN)
+
+
+def _verification_errors(j: _Judging) -> CheckResult | None:
+    """Errors or an implementation not verified: TIMEOUT when every error is a time out, else FAIL."""
+    errors = j.out.errors
+    bad_outcomes = [(i, o) for i, o in j.out.outcomes if o != "verified"]
+    if not (errors or bad_outcomes):
+        return None
+    timeouts = [d for d in errors if d.level in ("timeout", "resource")]
+    if timeouts and len(timeouts) == len(errors):
+        return j.verdict(Verdict.TIMEOUT, tuple(f"{i}: {o}" for i, o in bad_outcomes) or ("verification timed out",),
+                         ErrorCategory.TIMEOUT)
+    return j.verdict(Verdict.FAIL, (f"{len(errors)} verification error(s)",) + tuple(
+        f"{i}: {o}" for i, o in bad_outcomes[:5]), j.failure_category)
+
+
+def _accounted_for(j: _Judging) -> CheckResult:
+    """No error: an OK needs every obligation accounted for (a dropped one is CHEATING, a doubt is FAIL)."""
+    out = j.out
+    problems: list[str] = []
+    if out.prover_errors:
+        problems.append(f"prover error: {out.prover_errors[0][:120]}")
+    if out.trace_anomalies:
+        problems.append(f"unreadable trace: {out.trace_anomalies[0]}")
+    verified = out.verified_implementations()
+    if not verified:
+        problems.append("nothing was verified (0 implementations)")
+    expected = expected_implementations(j.tokens, j.symbols, j.decls)
+    drops: list[str] = []
+    if j.view is not None:
+        # Dafny emits no implementation where it has nothing to prove (no postcondition, no check in
+        # the body): such a declaration is not a dropped obligation.
+        expected = [e for e in expected if not any(impl_matches(p, e) for p in j.view.nothing_to_prove)]
+        drops = boogie_unverified(j.view, verified)
+    drops += pair_implementations(verified, expected, j.decls.copies)
+    if j.run.backend == "cli":
+        _cli_summary(j, problems, drops)
+    if drops:
+        return j.cheating(drops)
+    if problems:
+        return j.verdict(Verdict.FAIL, problems, ErrorCategory.UNKNOWN)
+    return CheckResult(Verdict.OK, (), j.messages, backend=j.run.backend, cpu_s=j.run.cpu_s)
+
+
+def _cli_summary(j: _Judging, problems: list[str], drops: list[str]) -> None:
+    """The CLI's exit code and its one summary line must agree with the trace and Boogie's implementations."""
+    out, run = j.out, j.run
+    s = out.summary
+    if run.returncode != 0:
+        problems.append(f"dafny exited with {run.returncode}")
+    if out.summary_lines != 1 or s is None:
+        problems.append("no exact 'N verified, 0 errors' summary")
+    else:
+        if s.errors or s.time_outs or s.inconclusive or s.out_of_memory or s.out_of_resource:
+            problems.append("the summary reports errors, time outs or out of resource")
+        if s.verified < 1:
+            problems.append("the summary reports 0 verified")
+        if s.verified != len(out.outcomes):
+            drops.append(f"the summary counts {s.verified} verified but the trace has "
+                         f"{len(out.outcomes)} implementations")
+    if j.view is not None and len(j.view.implementations) != (s.verified if s else -1):
+        drops.append(f"Boogie has {len(j.view.implementations)} implementations but {s.verified if s else 0} verified")
+    raw = "\n".join(d.message for d in out.diagnostics)
+    if "time out" in raw or "out of resource" in raw:
+        problems.append("a time out or out of resource was reported")
+
+
+#: The verdict of a run is the first one a rule gives, in this order (the last, :func:`_accounted_for`, always
+#: gives one).
+_JUDGE_RULES: tuple[Callable[[_Judging], CheckResult | None], ...] = (
+    _timed_out, _resource_limit_hit, _crashed, _does_not_resolve, _assumptions_or_header, _unplaced,
+    _verification_errors, _accounted_for)
 
 
 def _trusted_lines(tokens: list[Token], trusted: list[tuple[int, int]]) -> set[int]:
