@@ -449,7 +449,7 @@ class DafnyVerifier(ProverVerifier):
     def _verify(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
         if self.config.backend == "cli":
             run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
-            if run.crashed:  # a death is retried once on a fresh process (died_under_proof)
+            if run.crashed and not _z3_gave_up(run):  # a death is retried once on a fresh process (died_under_proof)
                 self.stats["cli_retries"] += 1
                 run = self._cli(program, timeout_s, boogie=boogie, no_cheating=no_cheating)
             return run
@@ -564,6 +564,11 @@ class DafnyVerifier(ProverVerifier):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _z3_gave_up(run: _Run) -> bool:
+    """Whether a crashed run's prover errors say z3 hit a resource limit: it gave up, it did not die."""
+    return any(_Z3_RLIMIT_HIT in e for e in run.output.prover_errors)
+
+
 def _ok_candidate(run: _Run) -> bool:
     """Whether a run may still end in OK: an answer, no error, every outcome verified."""
     out = run.output
@@ -640,6 +645,11 @@ def _crashed(j: _Judging) -> CheckResult | None:
     """On a fresh process, after a first death (see _verify): the policy of died_under_proof."""
     if not j.run.crashed:
         return None
+    if _z3_gave_up(j.run):
+        # z3 gave up on the program's own {:rlimit} (Dafny 2.3 crashes on a tiny one): nothing is proved, a FAIL
+        # (red team corpus, rlimit-trap), not the prover dying under the proof.
+        return j.verdict(Verdict.FAIL, (f"Dafny crashed on this program: {j.run.crashed}",),
+                         j.category if j.category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN)
     return replace(died_under_proof(f"Dafny {j.run.crashed}", backend=j.run.backend, messages=j.messages),
                    cpu_s=j.run.cpu_s)
 
