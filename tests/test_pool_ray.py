@@ -51,47 +51,20 @@ def fake_ray_pool(cluster):
 
 # Run in a fresh interpreter: the pool must start Ray itself (this module's cluster is already up).
 _LISTENERS_SCRIPT = textwrap.dedent("""
-    import json, os, socket, struct, sys
-    from proofgym.envs.verifiers import procfs
+    import json, os, sys
     from proofgym.envs.verifiers.ray_pool import RayVerifierPool
-
-    def listening_inodes():
-        found = {}
-        for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-            with open(f"/proc/net/{name}") as fh:
-                for line in fh.read().splitlines()[1:]:
-                    fields = line.split()
-                    if fields[3] != "0A":  # TCP_LISTEN
-                        continue
-                    ip_hex, port_hex = fields[1].split(":")
-                    raw = bytes.fromhex(ip_hex)
-                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # per-word byte order
-                    found[fields[9]] = (socket.inet_ntop(family, raw), int(port_hex, 16))
-        return found
+    from tests.listeners import listeners
+    from tests.test_pool import fake_task
 
     pool = RayVerifierPool(("coq",), workers_per_actor=1, verifier_factory="tests.test_pool:FakeVerifier",
                            init_kwargs={"num_cpus": 1, "logging_level": "warning", "log_to_driver": False,
                                         "runtime_env": {"env_vars": {"PYTHONPATH": sys.argv[1]}}})
-    from tests.test_pool import fake_task
     verdict = pool.check(fake_task(0), "ok").verdict.value
-    inodes = listening_inodes()
-    listeners = []
-    for pid in [os.getpid(), *procfs.descendants(os.getpid(), zombies=False)]:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                with open(f"/proc/{pid}/comm") as fh:
-                    listeners.append([*inodes[target[8:-1]], fh.read().strip()])
+    found = [list(entry) for entry in listeners(os.getpid())]
     pool.close()
-    print(json.dumps({"verdict": verdict, "listeners": listeners}))
+    print(json.dumps({"verdict": verdict, "listeners": found}))
 """)
+
 
 
 def test_a_ray_instance_the_pool_starts_listens_on_loopback_only():
