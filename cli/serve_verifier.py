@@ -25,6 +25,8 @@ examples:
   curl -s localhost:8000/check -H 'Content-Type: application/json' \
        -d '{"requests": [{"task_id": "tiny.lia", "proof": "Proof. lia. Qed."}]}'
   PROOFGYM_VERIFIER_TOKEN=$(openssl rand -hex 24) proofgym serve-verifier --host 0.0.0.0 --engine ray
+  # one service per node of a Ray cluster, each checking on its own node's actor (docs/scale.md):
+  proofgym serve-verifier --engine ray --ray-address auto --ray-share prover --ray-node local
 """
 
 
@@ -41,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         return die(EXIT_BAD_INPUT, "--workers must be >= 1")
     if args.context_allowance_s is not None and args.context_allowance_s < 0:
         return die(EXIT_BAD_INPUT, "--context-allowance-s must be >= 0")
+    ray_options = _ray_options(args)
+    if ray_options and args.engine != "ray":
+        return die(EXIT_BAD_INPUT, f"{', '.join(_ray_flags(ray_options))} need --engine ray (they place Ray actors)")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if args.token_file:
         try:
@@ -64,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         allowance = {} if args.context_allowance_s is None else {"context_allowance_s": args.context_allowance_s}
         pool = make_pool(args.engine, workers=args.workers, system_kwargs=system_kwargs, address=args.ray_address,
-                         verdict_cache=args.verdict_cache, **allowance)
+                         verdict_cache=args.verdict_cache, **allowance, **ray_options)
     except ProofgymError as exc:
         return die(EXIT_VERIFIER, str(exc))
     try:
@@ -91,6 +96,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ray_options(args: argparse.Namespace) -> dict[str, str]:
+    """The Ray placement flags given, as RayVerifierPool's keyword arguments (node_resource, node, share)."""
+    given = {"node_resource": args.ray_node_resource, "node": args.ray_node, "share": args.ray_share}
+    return {key: value for key, value in given.items() if value}
+
+
+def _ray_flags(options: dict[str, str]) -> list[str]:
+    return ["--ray-" + key.replace("_", "-") for key in options]
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve-verifier", help="an HTTP verifier service for trainers: batch checks, JSON verdicts",
                        epilog=EPILOG_SERVE_VERIFIER, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,6 +116,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ray-address", default=None,
                    help="Ray cluster to join ('auto': one started with `ray start` here; default: $RAY_ADDRESS, "
                         "else a new local instance listening on 127.0.0.1 only)")
+    p.add_argument("--ray-node-resource", metavar="R", default=None,
+                   help="with --engine ray: put an actor only on the nodes started with this custom resource "
+                        "(`ray start --resources '{\"R\": 1}'`), e.g. the machines that run provers")
+    p.add_argument("--ray-node", metavar="ID", default=None,
+                   help="with --engine ray: send every check to the actor on this node while it is up ('local': "
+                        "the node this service runs on), so a node's service checks on its own node's provers")
+    p.add_argument("--ray-share", metavar="NAME", default=None,
+                   help="with --engine ray: name the actors in the cluster; every pool or service started with the "
+                        "same name uses the same actors, one per node (the first one started owns them)")
     p.add_argument("--context-allowance-s", type=float, default=None, metavar="S",
                    help="seconds a check may run beyond its task's timeout_s (loading the context) before it is "
                         "answered TIMEOUT (default 120)")

@@ -450,3 +450,26 @@ def test_the_client_waits_for_a_busy_service_as_it_asks_then_gives_up(pool, tmp_
         busy.result(timeout=60)
         waiter.join(timeout=120)
     assert answers and answers[0][0]["verdict"] == "OK"
+
+
+def test_serve_verifier_passes_ray_placement_to_the_ray_pool_and_refuses_it_without_ray(monkeypatch, capsys,
+                                                                                          tiny_suite):
+    """--ray-node-resource/--ray-node/--ray-share reach RayVerifierPool (via make_pool); without --engine ray
+    they are a usage error (exit 2) instead of being dropped."""
+    from proofgym.cli import main
+    from proofgym.envs.errors import ProofgymError
+    from proofgym.envs.verifiers import pool as pool_module
+
+    seen: dict[str, Any] = {}
+
+    def fake_make_pool(engine: str, **kwargs: Any) -> Any:  # a fake: records the call, starts nothing
+        seen.update(kwargs, engine=engine)
+        raise ProofgymError("fake make_pool: stop here")
+
+    monkeypatch.setattr(pool_module, "make_pool", fake_make_pool)
+    flags = ["--ray-node-resource", "prover", "--ray-node", "local", "--ray-share", "pg"]
+    assert main(["serve-verifier", "--port", "0", "--suite", str(tiny_suite), *flags]) == 2
+    assert "--ray-node-resource, --ray-node, --ray-share need --engine ray" in capsys.readouterr().err
+    assert not seen
+    assert main(["serve-verifier", "--port", "0", "--suite", str(tiny_suite), "--engine", "ray", *flags]) == 3
+    assert (seen["engine"], seen["node_resource"], seen["node"], seen["share"]) == ("ray", "prover", "local", "pg")
