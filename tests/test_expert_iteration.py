@@ -107,6 +107,36 @@ def test_two_rounds_train_on_verified_proofs_only_and_change_the_parameters(tmp_
     assert result.global_step == sum(r["expert_iteration/sft_steps"] for r in rounds)
 
 
+@pytest.mark.slow
+def test_round_evaluations_run_in_processes_of_their_own_and_land_in_order(tmp_path, taught_model, tiny_suite):
+    """Issue 29: the initial model's and each round's evaluation run in a process of their own (a request file,
+    a log, a record), so no rank waits for them; they land before the final model's, which runs after training.
+    The evaluations use the run's verifier (the fake), not the real prover."""
+    from proofgym.training.expert_iteration import train_expert_iteration
+    from proofgym.training.expert_iteration_config import ProofExpertIterationConfig
+
+    cfg = ProofExpertIterationConfig(
+        model_name_or_path=str(taught_model), suite=str(tiny_suite), output_dir=str(tmp_path / "run"),
+        report_to="none", rounds=2, samples_per_task=2, sample_temperature=0.7, sample_max_tokens=48,
+        sample_batch_size=8, per_device_train_batch_size=2, learning_rate=1e-3, prompt_context_chars=CONTEXT_CHARS,
+        heldout_fraction=0.34, verifier_workers=1, checkpoint_eval_on_start=True, eval_every_round=True,
+        checkpoint_eval_at_end=True, checkpoint_eval_max_tokens=48, save_strategy="no", torch_threads=1,
+        max_length=512, seed=0, verifier_factory="tests.test_expert_iteration:ReferenceVerifier")
+    result = train_expert_iteration(cfg)
+
+    evals = result.checkpoint_evals
+    assert [e["step"] for e in evals] == [0, 1, 2] and not any("error" in e for e in evals), evals
+    folder = tmp_path / "run" / "checkpoint_evals"
+    for step in (0, 1):  # started with start_evaluation: a process of its own, its request, log and record
+        request = json.loads((folder / f"step-{step}.request.json").read_text())
+        assert request["config"]["verifier"] == "tests.test_expert_iteration:ReferenceVerifier"
+        assert (folder / f"step-{step}.log").exists()
+        assert json.loads((folder / f"step-{step}.record.json").read_text()) == evals[step]
+    assert not (folder / "step-2.request.json").exists()  # the final model's: in this process, training over
+    heldout = sum(evals[0]["verdicts"].values())
+    assert heldout >= 1 and all(sum(e["verdicts"].values()) == heldout for e in evals)
+
+
 # -- two ranks under torchrun (gloo) ---------------------------------------------------------------------------
 class RecordingOKVerifier:
     """A fake verifier for the mechanics of a multi-process run: OK for any non-empty proof, and one line

@@ -527,7 +527,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun, *, start: str | Path |
         max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
         batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
         device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to,
-        start_checkpoint=start)
+        start_checkpoint=start, verifier=getattr(cfg, "verifier_factory", None))
 
 
 def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any = None,

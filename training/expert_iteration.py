@@ -157,10 +157,11 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     pool = make_pool(cfg)
     try:
         if evaluator is not None and cfg.checkpoint_eval_on_start:
-            # the initial model is evaluated where it is: a copy would be the same weights saved twice
-            evaluator.evaluate_checkpoint(evaluator.start_checkpoint or save_model(model, tokenizer,
-                                                                                    output_dir / "round-0"), 0)
-        state.wait_for_everyone()  # the other ranks wait for rank 0's evaluation here, not inside a collective
+            # the initial model is evaluated where it is (a copy would be the same weights saved twice), in a
+            # process of its own: no rank waits for it (CheckpointEvalCallback.start_evaluation)
+            evaluator.start_evaluation(evaluator.start_checkpoint or save_model(model, tokenizer,
+                                                                                 output_dir / "round-0"), 0)
+        state.wait_for_everyone()  # the other ranks wait for rank 0's save of the initial model, if any
         for round_ in range(1, cfg.rounds + 1):
             start = time.monotonic()
             checker = VerifierReward(prepared.train_tasks, pool)
@@ -208,12 +209,18 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
                 if evaluator is not None and cfg.eval_every_round and round_ < cfg.rounds and not stopped:
                     saved = save_model(model, tokenizer, round_dir / "model")
                     write_checkpoint_settings(saved, checkpoint_settings(cfg))
-                    evaluator.evaluate_checkpoint(saved, round_)
+                    evaluator.start_evaluation(saved, round_)  # its own process: the next round starts now
+                if evaluator is not None:
+                    evaluator.collect()  # the evaluations that have ended, logged as they land
             state.wait_for_everyone()
             if stopped:
                 if main_process:
                     announce(f"stopped by Ctrl-C after round {round_}")
                 break
+    except BaseException:
+        if evaluator is not None:
+            evaluator.close()  # nobody will read them: stop the evaluation processes still running
+        raise
     finally:
         interrupt.uninstall()
         pool.close()
@@ -224,6 +231,8 @@ def train_expert_iteration(cfg: ProofExpertIterationConfig) -> TrainResult:
     if main_process:  # one writer: the ranks hold the same weights (DDP), and would race for the same files
         save_model(model, tokenizer, final)
         write_checkpoint_settings(final, checkpoint_settings(cfg))  # eval's defaults: the prompt trained on
+        if evaluator is not None:
+            evaluator.wait_pending()  # training is over: the round evaluations still running land first
         if evaluator is not None and cfg.checkpoint_eval_at_end and not stopped:
             evaluator.evaluate_checkpoint(final, len(history))
         wandb_dir = finish_training_run(cfg, final)
