@@ -5,8 +5,8 @@ max tokens, temperature, seed, batch size) beside every checkpoint; ``proofgym e
 --model CHECKPOINT`` takes them as defaults and says when a flag overrides one. The slow test trains a
 tiny model for one step and checks that the CLI's evaluation of the run's checkpoint is the run's own
 checkpoint evaluation, reply for reply and verdict for verdict. Training needs no prover (SFT; a fake
-verifier factory skips the install check); both evaluations use the system's Coq verifier, because the
-run's checkpoint evaluation does (it does not take ``verifier_factory``).
+verifier factory skips the install check); both evaluations use that fake verifier: the run's checkpoint
+evaluation takes the run's ``verifier_factory``, the CLI's ``--verifier``.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_the_cli_reproduces_the_runs_own_checkpoint_evaluation(tmp_path):
     def cli(out: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "proofgym.cli", "eval", "--suite", str(run / "heldout.jsonl"),
                                "--agent", "local", "--model", str(run), "--k", "2",
-                               "--no-progress", "--out", str(tmp_path / out), *extra],
+                               "--verifier", fake, "--no-progress", "--out", str(tmp_path / out), *extra],
                               capture_output=True, text=True, timeout=600)
 
     proc = cli("cli")
