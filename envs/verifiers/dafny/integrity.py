@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from proofgym.envs.verifiers.dafny.contract import compare_header, compare_printed, parse_signature
 from proofgym.envs.verifiers.dafny.lexer import (
@@ -324,7 +325,8 @@ def locate(index: _Index, sym: Symbol, symbols: Sequence[Symbol]) -> DeclView | 
     else:
         header = tokens[name_index + 1: _header_end(index, name_index + 1, sym, symbols)]
     last = body_close if body_close is not None else name_index + len(header)
-    body_offsets = (tokens[body_open].start, tokens[body_close].start) if body_open is not None else None
+    body_offsets = (tokens[body_open].start, tokens[body_close].start) \
+        if body_open is not None and body_close is not None else None
     return DeclView(sym, start, name_index, tuple(words), tuple(header), body_open, body_close,
                     (tokens[start].start, tokens[last].end), body_offsets)
 
@@ -746,7 +748,7 @@ def banned_constructs(tokens: Sequence[Token], trusted: Iterable[tuple[int, int]
     from a target without ``decreases *``, which Dafny refuses).
     """
     task_own = frozenset(allowed_attributes)
-    inside = set()
+    inside: set[int] = set()
     for a, b in trusted:
         inside.update(range(a, b))
     reasons: list[str] = []
@@ -1140,11 +1142,17 @@ def _extends(tokens: Sequence[Token], name_index: int, open_index: int) -> tuple
     return tuple(out)
 
 
-def _innermost(scopes: Sequence[ModuleScope] | Sequence[ClassScope], k: int):
-    best = None
+_Scope = TypeVar("_Scope", ModuleScope, ClassScope)
+
+
+def _innermost(scopes: Sequence[_Scope], k: int) -> _Scope | None:
+    """The innermost of ``scopes`` whose braces hold token ``k``."""
+    best: _Scope | None = None
+    best_open = -1
     for sc in scopes:
-        if sc.open is not None and sc.open < k < sc.close and (best is None or sc.open > best.open):
-            best = sc
+        if (sc.open is not None and sc.close is not None and sc.open < k < sc.close
+                and (best is None or sc.open > best_open)):
+            best, best_open = sc, sc.open
     return best
 
 
