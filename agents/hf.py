@@ -172,7 +172,7 @@ class LocalAgent(Agent):
     def _generate_batch(self, requests: Sequence[Request], s: SamplingParams) -> list[Generation]:
         import torch
 
-        from proofgym.training.generation import generate_shared_prefix
+        from proofgym.agents.generation import generate_shared_prefix
 
         start = time.monotonic()
         prompts = [self.prompt_text(r) for r in requests]
@@ -191,7 +191,7 @@ class LocalAgent(Agent):
         with self._lock, torch.inference_mode():
             if s.seed is not None:
                 torch.manual_seed(s.seed + requests[0].sample)
-            # the k samples of a task share one prefill (proofgym.training.generation); same sampling
+            # the k samples of a task share one prefill (proofgym.agents.generation); same sampling
             output = generate_shared_prefix(self.lm, ids, None, **kwargs, **extra)
         new = output[:, max(len(p) for p in ids):]
         eos = {t for t in _as_list(self.lm.generation_config.eos_token_id) + [self.tokenizer.eos_token_id]

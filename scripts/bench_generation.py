@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import GenerationConfig
 
+    from proofgym.agents.generation import generate_shared_prefix
     from proofgym.envs.tasks.suites import load_tasks, resolve_suite
     from proofgym.training.common import load_model, resolve_model
     from proofgym.training.data import prompt_messages
-    from proofgym.training.generation import generate_shared_prefix
     from proofgym.training.rollout import render_chat, token_ids
 
     torch.set_num_threads(args.threads)

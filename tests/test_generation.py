@@ -1,4 +1,4 @@
-"""Generation that prefills each distinct prompt once (proofgym.training.generation).
+"""Generation that prefills each distinct prompt once (proofgym.agents.generation).
 
 On a tiny Llama built here (float64, so rounding cannot flip an argmax): greedy tokens are those
 of a plain ``model.generate`` on the same left-padded batch; the prompt is run through the model
@@ -15,8 +15,8 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: E402
 
+from proofgym.agents.generation import GrowingLayer, generate_shared_prefix  # noqa: E402
 from proofgym.agents.tiny_model import build_tiny_model  # noqa: E402
-from proofgym.training.generation import GrowingLayer, generate_shared_prefix  # noqa: E402
 from proofgym.training.rollout import ModelGenerator  # noqa: E402
 
 
@@ -111,7 +111,7 @@ def test_the_grpo_trainer_generates_a_group_with_one_prefill_per_prompt(tiny, mo
 
     from accelerate import Accelerator
 
-    from proofgym.training import generation
+    from proofgym.agents import generation
     from proofgym.training.grpo_trainer import ProofGRPOTrainer
 
     model, tok = tiny

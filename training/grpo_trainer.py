@@ -16,7 +16,7 @@
   gets each batch as soon as it is decoded, so verification overlaps the log-probability passes;
 - generation with ``transformers`` (no vLLM, text only) prefills each prompt once for its whole
   group instead of once per completion, and grows the KV cache in place
-  (:func:`~proofgym.training.generation.generate_shared_prefix`): TRL repeats each prompt
+  (:func:`~proofgym.agents.generation.generate_shared_prefix`): TRL repeats each prompt
   ``num_generations`` times in the batch and ``generate`` prefills every copy. Same generation
   config, so the same sampling distribution; the completions are cut after the first EOS as TRL
   cuts them.
@@ -60,8 +60,8 @@ class ProofGRPOTrainer(GRPOTrainer):
         from trl.models import unwrap_model_for_generation
         from trl.trainer import grpo_trainer as trl_grpo
 
+        from proofgym.agents.generation import generate_shared_prefix
         from proofgym.training.distributed import keep_checkpointing
-        from proofgym.training.generation import generate_shared_prefix
 
         with (
             trl_grpo.profiling_context(self, "transformers.generate"),

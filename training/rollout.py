@@ -53,7 +53,7 @@ class Generator(Protocol):
 class ModelGenerator:
     """Batched ``model.generate`` with left padding; a completion keeps its EOS and loses the padding.
 
-    Each distinct prompt of a batch is prefilled once (:func:`~proofgym.training.generation.generate_shared_prefix`).
+    Each distinct prompt of a batch is prefilled once (:func:`~proofgym.agents.generation.generate_shared_prefix`).
 
     Args:
         model: A causal LM.
@@ -84,7 +84,7 @@ def _generate(model: Any, tokenizer: Any, generation_config: Any, prompt_ids: Se
               max_new_tokens: int, torch: Any) -> tuple[list[list[int]], None]:
     from transformers import GenerationConfig
 
-    from proofgym.training.generation import generate_shared_prefix
+    from proofgym.agents.generation import generate_shared_prefix
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     width = max(len(p) for p in prompt_ids)
