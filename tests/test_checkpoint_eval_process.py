@@ -48,3 +48,33 @@ def test_an_evaluation_process_that_fails_lands_as_an_error_record(tmp_path, tin
     callback.start_evaluation(tmp_path / "no-such-checkpoint", 5)
     (record,) = callback.wait_pending()
     assert record["step"] == 5 and "error" in record and callback.history == [record]
+
+
+def test_a_resumed_run_keeps_the_evaluations_made_before_its_checkpoint(tmp_path, tiny_suite):
+    """Issue 29 ("resume restores the evaluation history"): resumed at step 4, the run keeps the records of steps
+    0-4 from checkpoint_evals.json (not step 6, made after the checkpoint it resumed from) and adds to them; a
+    fresh run (step 0) starts its own history."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl, TrainerState
+
+    from proofgym.training.callbacks import CheckpointEvalCallback
+
+    run = tmp_path / "run"
+    run.mkdir()
+    earlier = [{"step": s, "checkpoint": f"checkpoint-{s}", "metrics": {}} for s in (0, 2, 4, 6)]
+    (run / "checkpoint_evals.json").write_text(json.dumps(earlier))
+    args = SimpleNamespace(report_to=[], output_dir=str(run))
+    said: list[str] = []
+
+    resumed = CheckpointEvalCallback(tiny_suite, every_steps=2, announce=said.append)
+    resumed.on_train_begin(args, TrainerState(global_step=4), TrainerControl())
+    assert [r["step"] for r in resumed.history] == [0, 2, 4] and "3 earlier checkpoint evaluation(s)" in said[0]
+    landed = {"step": 6, "checkpoint": "checkpoint-6", "metrics": {}, "per_category": {}, "verdicts": {},
+              "run_dir": "r", "seconds": 1.0}
+    resumed._land(landed)
+    assert [r["step"] for r in json.loads((run / "checkpoint_evals.json").read_text())] == [0, 2, 4, 6]
+
+    fresh = CheckpointEvalCallback(tiny_suite, every_steps=2, announce=said.append)
+    fresh.on_train_begin(args, TrainerState(global_step=0), TrainerControl())
+    assert fresh.history == []

@@ -132,6 +132,8 @@ class CheckpointEvalCallback(TrainerCallback):
                        **kwargs: Any) -> None:
         self._report_to = list(args.report_to or [])
         self.out_dir = self.out_dir or Path(args.output_dir)
+        if state.global_step > 0:  # resumed from a checkpoint: the evaluations made before it are the run's too
+            self.restore_history(state.global_step)
         if self.on_start and state.global_step == 0 and state.is_world_process_zero:
             path = self.start_checkpoint
             if path is None:  # nothing on disk holds the initial weights: save them once
@@ -157,6 +159,21 @@ class CheckpointEvalCallback(TrainerCallback):
             self.start_evaluation(checkpoint, step)
         else:
             self.evaluate_checkpoint(checkpoint, step)
+
+    def restore_history(self, step: int) -> list[dict[str, Any]]:
+        """The records of ``checkpoint_evals.json`` up to ``step`` (a run resumed there), kept as this run's
+        history, so that the file and the report go on from them instead of starting again."""
+        path = (self.out_dir or Path(".")) / "checkpoint_evals.json"
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        kept = [r for r in records if isinstance(r, dict) and isinstance(r.get("step"), int) and r["step"] <= step]
+        self.history = sorted(kept, key=lambda r: r["step"])
+        self._done.update(r["step"] for r in kept)
+        if kept:
+            self.announce(f"resumed at step {step}: {len(kept)} earlier checkpoint evaluation(s) kept from {path}")
+        return kept
 
     # -- evaluation -----------------------------------------------------------------------------------
     def _eval_config(self, checkpoint: Path, out: Path) -> Any:
