@@ -378,13 +378,17 @@ def choose_temperature(by_t: Mapping[str, Mapping[str, Any]]) -> float:
 
 # -- statistics --------------------------------------------------------------------------------------------
 def pass_at_k_curve(counts: Mapping[str, Sequence[int]], k_max: int) -> list[float]:
-    """Mean unbiased pass@k over tasks, k = 1..k_max (tasks with fewer samples than k left out of that k)."""
+    """Mean unbiased pass@k over tasks, k = 1..k_max (tasks with fewer samples than k left out of that k). The
+    curve stops at the last k some task has samples for (a greedy evaluation: k = 1 only), so the arm file holds
+    no NaN (not JSON)."""
     from proofgym.training.eval_metrics import pass_at_k
 
     curve = []
     for k in range(1, k_max + 1):
         vals = [pass_at_k(n, c, k) for c, n in counts.values() if n >= k]
-        curve.append(sum(vals) / len(vals) if vals else float("nan"))
+        if not vals:
+            break
+        curve.append(sum(vals) / len(vals))
     return curve
 
 

@@ -57,6 +57,7 @@ def test_pass_at_k_curves_and_the_chosen_temperature():
     curve = lc.pass_at_k_curve(counts, 4)
     assert curve[0] == pytest.approx((0.25 + 0 + 1) / 3) and curve[3] == pytest.approx(2 / 3)
     assert all(x <= y for x, y in zip(curve, curve[1:], strict=False))
+    assert lc.pass_at_k_curve({"a": [1, 1], "b": [0, 1]}, 4) == [0.5]  # greedy: k = 1 only, no NaN
     by_t = {"0": {"pass@1": 0.3}, "0.3": {"pass@1": 0.3}, "1": {"pass@1": 0.1}}
     assert lc.choose_temperature(by_t) == 0.0  # a tie goes to the lower temperature
 
