@@ -93,8 +93,16 @@ def test_loop_is_timeout_and_memory_bomb_is_error(hol):
     assert loop.verdict is Verdict.TIMEOUT
     spin = hol.check(replace(TRUE, timeout_s=3), "let rec f n = if n < 0 then ALL_TAC else f (n + 1) in f 0")
     assert spin.verdict is Verdict.TIMEOUT
-    bomb = hol.check(replace(TRUE, timeout_s=120),
-                     "let rec f l = f (List.rev_append l l) in f [1; 2; 3]")
+    # The bomb must reach the worker's memory cap before its deadline: under a loaded CI (bytecode OCaml, 4+ busy
+    # processes on 2 cores) 3 GiB took over 120 s once, so this check runs with a 1 GiB cap (the zygote's
+    # address space is about 0.3 GiB), the same path to the same verdict.
+    saved = hol.config
+    hol.config = replace(saved, worker_memory_bytes=1024**3)
+    try:
+        bomb = hol.check(replace(TRUE, timeout_s=120),
+                         "let rec f l = f (List.rev_append l l) in f [1; 2; 3]")
+    finally:
+        hol.config = saved
     assert bomb.verdict is Verdict.ERROR and bomb.error_category.value == "resource", bomb
     assert_honest_still_right(hol)
 
