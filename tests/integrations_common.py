@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -82,3 +84,17 @@ _ABS = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x 
 DAFNY_FAIL = f"```dafny\n{_ABS}{{\n  y := x;\n}}\n```"
 DAFNY_OK = f"```dafny\n{_ABS}{{\n  if x < 0 {{\n    y := -x;\n  }} else {{\n    y := x;\n  }}\n}}\n```"
 DAFNY_CHEAT = f"```dafny\n{_ABS}{{\n  assume false;\n}}\n```"
+
+
+@contextmanager
+def coq_tiny_scored_on(verifier: Any) -> Iterator[None]:
+    """coq-tiny checked on ``verifier`` in this process: the scorer an adapter would otherwise make for it."""
+    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.training.integrations.core import ProofScorer, use_scorer
+
+    with InProcessPool({"coq": verifier}) as pool:
+        use_scorer("coq-tiny", ProofScorer("coq-tiny", pool=pool))
+        try:
+            yield
+        finally:
+            use_scorer("coq-tiny", None)

@@ -26,9 +26,8 @@ from proofgym.envs.episode import TaskSet  # noqa: E402
 from proofgym.envs.errors import VerifierError  # noqa: E402
 from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService  # noqa: E402
-from proofgym.training.integrations.core import ProofScorer, use_scorer  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
-from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier  # noqa: E402
+from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier, coq_tiny_scored_on  # noqa: E402
 
 PROMPT = "Prove: Theorem lt_le (a b : nat) : a < b -> a <= b.\n"
 AGENT_FILE = Path(__file__).resolve().parent.parent / "examples" / "integrations" / "openrlhf" / "agent_func.py"
@@ -76,12 +75,8 @@ def scoring_with(verifier: Any, monkeypatch: Any) -> Iterator[None]:
     """``PROOFGYM_SUITE=coq-tiny`` checked on ``verifier`` in this process (what the env would otherwise make)."""
     monkeypatch.setenv("PROOFGYM_SUITE", "coq-tiny")
     monkeypatch.delenv("PROOFGYM_VERIFIER_URL", raising=False)
-    with InProcessPool({"coq": verifier}) as pool:
-        use_scorer("coq-tiny", ProofScorer("coq-tiny", pool=pool))
-        try:
-            yield
-        finally:
-            use_scorer("coq-tiny", None)
+    with coq_tiny_scored_on(verifier):
+        yield
 
 
 @requires_coq

@@ -34,7 +34,14 @@ from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 from proofgym.training.integrations import verl_reward
 from proofgym.training.integrations.core import close_scorers
 from tests.conftest import requires_coq
-from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, TASK, FakeBrokenVerifier, FakeDataProto
+from tests.integrations_common import (
+    CHEAT_REPLY,
+    FAIL_REPLY,
+    TASK,
+    FakeBrokenVerifier,
+    FakeDataProto,
+    coq_tiny_scored_on,
+)
 
 OK_REPLY = "Since a < b, lia closes it.\n```coq\nProof. lia. Qed.\n```"
 
@@ -131,17 +138,7 @@ def tokenizer(tmp_path_factory) -> Any:
     return AutoTokenizer.from_pretrained(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
 
 
-@contextmanager
-def scoring_with(verifier: Any) -> Iterator[None]:
-    """coq-tiny checked on ``verifier`` in this process (what ``scorer_for`` would otherwise make)."""
-    from proofgym.training.integrations.core import ProofScorer, use_scorer
-
-    with InProcessPool({"coq": verifier}) as pool:
-        use_scorer("coq-tiny", ProofScorer("coq-tiny", pool=pool))
-        try:
-            yield
-        finally:
-            use_scorer("coq-tiny", None)
+scoring_with = coq_tiny_scored_on  # coq-tiny checked on a given verifier in this process
 
 
 def manager_class() -> type:
