@@ -6,7 +6,7 @@ sample k attempts per task, so a generation batch holds each prompt several time
 forward pass) prefills every copy: on this project's CPU runs the prompt is ~320 tokens and
 the reply ~96, so most of a batch's time went into computing the same prompt's keys and values
 G times, plus the left padding of the shorter prompts (``scripts/bench_generation.py``
-measures both paths; LEARNING.md has the numbers).
+measures both paths; docs/learning.md has the numbers).
 
 :func:`generate_shared_prefix` instead runs the model once per *distinct* prompt, on that
 prompt alone (no padding), up to its last token; lays those key/value caches side by side,

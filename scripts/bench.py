@@ -22,11 +22,11 @@ Rows (each a ratio of two numbers measured here, now, on this machine):
   goal: at most 5 ms).
 
     python scripts/bench.py                          # print the table (core and GRPO rows)
-    python scripts/bench.py --write BENCHMARKS.md    # and write it, with the command and the machine
+    python scripts/bench.py --write docs/benchmarks.md    # and write it, with the command and the machine
     python scripts/bench.py --suite coq-stdlib       # P1 tasks of a built suite instead of the tiny one
     python scripts/bench.py --rows grpo --quick      # only the GRPO rows, at a size to try (8 x 4)
-    python scripts/bench.py --rows load --write BENCHMARKS.md   # the load rows, in their own block
-    python scripts/bench.py --rows hol --hol-suite hol-light --write BENCHMARKS.md   # HOL Light's block
+    python scripts/bench.py --rows load --write docs/benchmarks.md   # the load rows, in their own block
+    python scripts/bench.py --rows hol --hol-suite hol-light --write docs/benchmarks.md   # HOL Light's block
 
 Audits are off (``audit="never"``): they are a sampled, separate cost, and would make the
 per-check numbers depend on the dice.

@@ -18,8 +18,8 @@ Stages, each announced with its elapsed time:
    counts, timings; ``<output_dir>/report/`` (the eval report of baseline vs trained, with plots).
 
 A short CPU run shows the pipeline working (nonzero rewards, groups with variance); whether GRPO
-*improves* the policy takes a longer run with more held-out tasks: see MAIN_JOB.md and LEARNING.md
-at the repository root.
+*improves* the policy takes a longer run with more held-out tasks: see docs/main-job.md and
+docs/learning.md.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def write_summary(result: Any, cfg: Any, timings: dict[str, Any], report: Path |
             d = held["delta_pass@1"]
             verdict = ("above 0: the trained policy is better on these tasks" if d["lo"] > 0 else
                        "below 0: the trained policy is worse on these tasks" if d["hi"] < 0 else
-                       "covers 0: this run cannot tell a change (a longer run, more tasks: LEARNING.md)")
+                       "covers 0: this run cannot tell a change (a longer run, more tasks: docs/learning.md)")
             lines += ["", f"Δ mean pass@1, last vs step 0: {100 * d['delta']:+.1f} pp, paired 95% CI "
                           f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}] over {d['tasks']} tasks: the interval {verdict}."]
         lines.append("")
@@ -197,8 +197,8 @@ def write_summary(result: Any, cfg: Any, timings: dict[str, Any], report: Path |
     if result.wandb_dir:
         lines.append(f"- W&B run (offline unless configured): `{result.wandb_dir}`; upload with "
                      f"`wandb sync {result.wandb_dir}`")
-    lines += ["", "What a longer run gives, and the controlled experiment: MAIN_JOB.md and LEARNING.md at the "
-                  "repository root."]
+    lines += ["", "What a longer run gives, and the controlled experiment: docs/main-job.md and docs/learning.md "
+                  "in the repository."]
     path = Path(result.output_dir) / "MAIN_JOB.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     (Path(result.output_dir) / "main_job.json").write_text(json.dumps(

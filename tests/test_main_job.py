@@ -96,7 +96,7 @@ def test_the_main_job_warm_starts_runs_the_curriculum_and_grpo_and_reports_inter
     report = (run / "MAIN_JOB.md").read_text()
     assert "SFT warm start: 2 steps" in report and "## Curriculum" in report
     assert "## Training reward per step" in report and "mean pass@1 | 95% CI" in report
-    assert "Δ mean pass@1, last vs step 0" in report and "LEARNING.md" in report
+    assert "Δ mean pass@1, last vs step 0" in report and "docs/learning.md" in report
     assert "of which the curriculum estimate at step 0" in report and "machine load average" in report
     data = json.loads((run / "main_job.json").read_text())
     assert [e["step"] for e in data["heldout"]["evals"]] == [0, 1]

@@ -102,3 +102,26 @@ def test_every_python_block_runs_as_written(line, code, tmp_path):
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, f"{line}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+
+
+def test_the_root_holds_no_page_but_the_readme():
+    """The manual lives in docs/, result files in docs/results/: a page or a plot at the root is a misplaced one."""
+    stray = sorted(p.name for p in ROOT.iterdir() if p.suffix.lower() in (".md", ".png", ".svg") and p != README)
+    assert stray == [], f"move {stray} under docs/ (results under docs/results/) and fix the links to them"
+
+
+def test_every_relative_link_on_the_pages_resolves():
+    """A moved page breaks no link: every relative link or image of the README and docs/ names a file that is there."""
+    broken = []
+    for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = FENCE.sub("", page.read_text(encoding="utf-8"))
+        for m in LINK.finditer(text):
+            target = m.group("target").split("#", 1)[0]
+            if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target):  # an anchor on the page, or a URL
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT).as_posix()}: {m.group('target')}")
+    assert broken == []

@@ -1,4 +1,4 @@
-"""A short soak (the long one is ``scripts/soak.py --episodes 10000``; its numbers are in BENCHMARKS.md).
+"""A short soak (the long one is ``scripts/soak.py --episodes 10000``; its numbers are in docs/benchmarks.md).
 
 Many WholeProof-v0 episodes in threads over one verifier pool, mixing honest proofs, cheats, loops
 and garbage: no harness failure, verdicts identical to a serial run, no process left behind.

@@ -327,7 +327,7 @@ def test_host_memory_is_logged_beside_step_time():
 
 
 def test_freed_tensors_go_back_to_the_system_after_a_step():
-    """What the GRPO process's RSS between steps was (BENCHMARKS.md): tensors freed under glibc's dynamic mmap
+    """What the GRPO process's RSS between steps was (docs/benchmarks.md): tensors freed under glibc's dynamic mmap
     threshold stay in its heap. 800 MB of 4 MB tensors, freed, read as resident until the trim."""
     import subprocess
 

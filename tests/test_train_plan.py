@@ -18,7 +18,7 @@ from proofgym.training.plan import apply_plan, make_plan  # noqa: E402
 from proofgym.training.sft_config import ProofSFTConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-STDLIB_TRAIN_TASKS = 281  # coq-stdlib's 351 tasks less the 20% held out (BENCHMARKS.md: the built suite)
+STDLIB_TRAIN_TASKS = 281  # coq-stdlib's 351 tasks less the 20% held out (docs/benchmarks.md: the built suite)
 
 
 def _gpu_config(cls: type, name: str, tmp_path: Path, *flags: str) -> Any:

@@ -338,7 +338,7 @@ class CheckpointSettingsCallback(TrainerCallback):
 def release_host_memory() -> bool:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim(0)``); False where there is none.
 
-    Measured (BENCHMARKS.md, issue 29): a CPU GRPO step on SmolLM2-135M needs ~7 GiB of transient tensors
+    Measured (docs/benchmarks.md, issue 29): a CPU GRPO step on SmolLM2-135M needs ~7 GiB of transient tensors
     (the backward over the whole batch), and glibc keeps 3-4 GiB of them in its heap once they are freed (their
     sizes fall under its dynamic mmap threshold), so RSS between steps read 5.4-6.5 GiB for 2.1 GiB of live
     state and looked like a leak; trimmed after each step it stays at the live 2.1 GiB.

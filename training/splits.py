@@ -1,7 +1,7 @@
 """Held-out splits that leak nothing: twin and mirror groups, verbatim proof overlap, a validation split.
 
 A held-out task is worth nothing as a measure of learning if training holds its twin. The review of
-LEARNING.md's first run (issue 27) found three ways the old twin check (same short name, or the same
+docs/learning.md's first run (issue 27) found three ways the old twin check (same short name, or the same
 statement once module qualifiers are dropped) let one through:
 
 - **mirrors**: ``nat_compare_Gt_gt : (n ?= m) = Gt -> n > m`` held out while
