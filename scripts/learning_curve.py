@@ -1,13 +1,18 @@
 """Does GRPO with verifier rewards teach, or only sharpen? A resumable experiment with error bars.
 
-    python scripts/learning_curve.py --run coq_p12 --split configs/learning/coq_stdlib_p12_split.json
-    python scripts/learning_curve.py --run coq_p12 ... --report          # the report from finished arms only
+    python scripts/learning_curve.py --run coq_p12b --split configs/learning/coq_p12b_split.json
+    python scripts/learning_curve.py --run coq_p12b ... --report         # the report from finished arms only
     python scripts/learning_curve.py --smoke --out /tmp/lc               # every arm on a tiny model, ~2 min
+    python scripts/learning_curve.py --relocate-results configs/learning/coq_p12b docs/results/learning/coq_p12b
 
 The experiment is a list of *arms*. Each arm, when it ends, writes its per-task results, its exact
-command and the git commit it ran at to ``configs/learning/<run>/<arm>.json`` (``--results``); a rerun
-skips every arm whose file is there, so a killed run continues from the last finished arm. Checkpoints
-and evaluation run dirs go under ``--work`` (not committed). For each SFT seed s and training seed r:
+command and the git commit it ran at to ``docs/results/learning/<run>/<arm>.json`` (``--results``); a
+rerun skips every arm whose file is there, so a killed run continues from the last finished arm. Paths in
+an arm file (its command included) are relative to the repository root, so a result reads the same on any
+machine. A run that an older version wrote under ``configs/learning/<run>/`` is still found there (read,
+resumed, reported); ``--relocate-results OLD NEW`` moves its arm files and makes their paths relative.
+Checkpoints and evaluation run dirs go under ``--work`` (not committed). For each SFT seed s and training
+seed r:
 
 Training arms and their validation sweeps run first; every held-out evaluation runs at the end.
 
@@ -62,7 +67,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("run, split and model")
     g.add_argument("--run", default="coq_p12", help="the run's name: arm files go to <results>/<run>/")
-    g.add_argument("--results", default=str(ROOT / "configs" / "learning"), help="where arm files go (committed)")
+    g.add_argument("--results", help="where arm files go (committed; default docs/results/learning, or "
+                   "configs/learning where an older run's arm files are)")
     g.add_argument("--work", help="checkpoints and eval run dirs (default runs/learning/<run>; not committed)")
     g.add_argument("--split", help="a split file (python -m proofgym.training.splits): train/validation/held-out ids")
     g.add_argument("--suite", help="the suite the split's ids come from (default: the split file's)")
@@ -77,6 +83,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--seeds", default="0", help="training seeds of each algorithm, per warm start (comma-separated)")
     g.add_argument("--only", help="run only arms whose names start with one of these (comma-separated)")
     g.add_argument("--report", action="store_true", help="run no arm: write the report from the finished ones")
+    g.add_argument("--relocate-results", nargs=2, metavar=("OLD", "NEW"),
+                   help="run nothing: move a run's arm files from folder OLD to folder NEW, their absolute paths "
+                        "under this checkout (or --old-root) made relative to the repository root")
+    g.add_argument("--old-root", action="append", default=[],
+                   help="with --relocate-results: the repository root of the machine that wrote the arm files, "
+                        "if not this checkout (repeatable)")
     g = p.add_argument_group("SFT warm start")
     g.add_argument("--sft-epochs", type=float, default=1.0, help="SFT epochs over the training tasks")
     g.add_argument("--sft-steps", type=int, default=0, help="SFT steps instead of epochs (0: use --sft-epochs)")
@@ -126,7 +138,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.seeds = [int(s) for s in str(args.seeds).split(",") if s != ""]
     args.temperatures = [float(t) for t in str(args.temperatures).split(",") if t != ""]
     args.work = str(Path(args.work or ROOT / "runs" / "learning" / args.run).resolve())
+    args.results = str(results_root(args.results, args.run))
     return args
+
+
+RESULTS = ROOT / "docs" / "results" / "learning"
+LEGACY_RESULTS = ROOT / "configs" / "learning"  # where arm files went before they held relative paths
+
+
+def results_root(given: str | None, run: str) -> Path:
+    """Where the run's arm files are: ``--results`` if given; else docs/results/learning, unless the run's arm
+    files are only in configs/learning (an older run, not yet relocated): then there, so it resumes in place."""
+    if given:
+        return Path(given)
+    if not any((RESULTS / run).glob("*.json")) and any((LEGACY_RESULTS / run).glob("*.json")):
+        return LEGACY_RESULTS
+    return RESULTS
 
 
 # -- the split -------------------------------------------------------------------------------------------
@@ -198,7 +225,8 @@ def write_arm(args: argparse.Namespace, arm: str, record: Mapping[str, Any], sta
     """The arm's file: its results plus the exact command, the code version, and when it ran (written last)."""
     path = arm_path(args, arm)
     path.parent.mkdir(parents=True, exist_ok=True)
-    full = {"arm": arm, **record, "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
+    full = {"arm": arm, **record, "command": "python scripts/learning_curve.py " + shlex.join(
+                repo_relative_argv(args.argv)),
             "code": git_commit(), "seconds": round(time.monotonic() - started, 1),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": list(os.getloadavg())}
     tmp = path.with_name(f".{path.name}.tmp")
@@ -210,6 +238,74 @@ def write_arm(args: argparse.Namespace, arm: str, record: Mapping[str, Any], sta
 def relative(path: Path | str, base: Path | str) -> str:
     """``path`` relative to ``base`` (arm files hold no absolute paths)."""
     return os.path.relpath(path, base)
+
+
+def repo_relative(text: str, roots: Sequence[Path] = (ROOT,)) -> str:
+    """``text`` with every absolute path under one of ``roots`` written relative to that root (in a command
+    line too: ``--split /root/a.json`` and ``--x=/root/a``). Paths outside them are kept as they are."""
+    for root in roots:
+        text = text.replace(str(Path(root).resolve()).rstrip("/") + "/", "")
+    return text
+
+
+def repo_relative_argv(argv: Sequence[str], roots: Sequence[Path] = (ROOT,)) -> list[str]:
+    """The command line with its paths relative to the repository root (the command is run from there)."""
+    out = []
+    for word in argv:
+        path = Path(word)
+        if path.is_absolute() and path.resolve() == Path(roots[0]).resolve():
+            out.append(".")
+            continue
+        out.append(repo_relative(word, roots))
+    return out
+
+
+def _relativized(value: Any, roots: Sequence[Path]) -> Any:
+    if isinstance(value, str):
+        return repo_relative(value, roots)
+    if isinstance(value, list):
+        return [_relativized(v, roots) for v in value]
+    if isinstance(value, dict):
+        return {k: _relativized(v, roots) for k, v in value.items()}
+    return value
+
+
+def relocate_results(old: Path, new: Path, roots: Sequence[Path] = (ROOT,),
+                     say: Callable[[str], None] = print) -> list[Path]:
+    """Move a run's arm files from ``old`` to ``new`` with their paths relative to the repository root.
+
+    The command's ``--results`` names the new place (so the recorded command resumes the run there) and the file
+    says where it came from (``relocated_from``). Refuses to overwrite an arm file already at ``new``; a file is
+    written there before the old one is removed, so an interrupted move is rerun safely.
+    """
+    files = sorted(p for p in old.glob("*.json") if not p.name.startswith("."))
+    if not files:
+        raise SystemExit(f"no arm files (*.json) in {old}: nothing to relocate")
+    clash = [p.name for p in files if (new / p.name).exists()]
+    if clash:
+        raise SystemExit(f"{new} already holds {', '.join(clash)}: remove them or choose another folder")
+    new.mkdir(parents=True, exist_ok=True)
+    results = repo_relative(str(new.resolve().parent))  # absolute only where it is outside the repository
+    moved = []
+    for path in files:
+        record = _relativized(json.loads(path.read_text(encoding="utf-8")), roots)
+        if isinstance(record.get("command"), str):
+            words = shlex.split(record["command"])
+            for i, word in enumerate(words[:-1]):
+                if word == "--results":
+                    words[i + 1] = results
+            record["command"] = shlex.join(words)
+        record["relocated_from"] = repo_relative(str(path.resolve()))
+        target = new / path.name
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        path.unlink()
+        moved.append(target)
+        say(f"{path} -> {target}")
+    if old.is_dir() and not any(old.iterdir()):
+        old.rmdir()
+    return moved
 
 
 # -- training arms -----------------------------------------------------------------------------------------
@@ -608,6 +704,11 @@ def main(argv: Sequence[str] | None = None, *, say: Callable[[str], None] | None
         print(f"\n=== [{time.monotonic() - start:6.0f} s] {text}", file=sys.stderr, flush=True)
 
     say = say or announce
+    if args.relocate_results:
+        old, new = (Path(p) for p in args.relocate_results)
+        roots = [Path(r) for r in args.old_root] or [ROOT]
+        say(f"relocated {len(relocate_results(old, new, roots, say=say))} arm file(s) to {new}")
+        return 0
     if args.report:
         say(f"report: {write_report(args)}")
         return 0

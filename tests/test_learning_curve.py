@@ -138,3 +138,63 @@ def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, ca
     assert err.count(": running") == 1
     again = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
     assert {n for n in again if again[n] != stamps.get(n)} == {"heldout-expert-s0-r0.json"}
+
+
+def _arm(root: Path, arm: str, **fields: Any) -> dict[str, Any]:
+    """An arm file as run coq_p12b's were written on the machine whose checkout was ``root``: absolute paths."""
+    command = (f"python scripts/learning_curve.py --run r --results {root}/configs/learning --work "
+               f"{root}/runs/learning/r --split {root}/configs/learning/r_split.json --k 4 --only {arm}")
+    return {"arm": arm, **fields, "command": command, "code": {"commit": "0" * 40, "dirty": False}, "seconds": 60.0}
+
+
+def test_relocating_a_run_moves_its_arm_files_and_makes_their_paths_relative(tmp_path):
+    lc = _script()
+    old, new = tmp_path / "configs" / "learning" / "r", tmp_path / "docs" / "results" / "learning" / "r"
+    old.mkdir(parents=True)
+    held = _arm(lc.ROOT, "heldout-sft-s0", kind="heldout", of="sft-s0", temperature=0.0, per_task={"a": [1, 1]},
+                **{"pass@1": 1.0, "pass@k_curve": [1.0]})
+    (old / "heldout-sft-s0.json").write_text(json.dumps(held))
+    elsewhere = _arm(Path("/home/someone/proofgym"), "sft-s0", kind="train", checkpoint="sft-s0")
+    (old / "sft-s0.json").write_text(json.dumps(elsewhere))
+    (old / ".grpo-s0-r0.json.tmp").write_text("{")  # an arm being written: not an arm file yet
+    say: list[str] = []
+    assert lc.main(["--relocate-results", str(old), str(new), "--old-root", str(lc.ROOT),
+                    "--old-root", "/home/someone/proofgym"], say=say.append) == 0
+    assert sorted(p.name for p in new.iterdir()) == ["heldout-sft-s0.json", "sft-s0.json"]
+    assert sorted(p.name for p in old.iterdir()) == [".grpo-s0-r0.json.tmp"]
+    moved = json.loads((new / "heldout-sft-s0.json").read_text())
+    assert moved["command"] == (f"python scripts/learning_curve.py --run r --results {new.parent} --work "
+                                "runs/learning/r --split configs/learning/r_split.json --k 4 --only heldout-sft-s0")
+    assert moved["per_task"] == held["per_task"] and moved["relocated_from"] == str(old / "heldout-sft-s0.json")
+    assert "/home/someone" not in (new / "sft-s0.json").read_text()
+    assert say[-1] == f"relocated 2 arm file(s) to {new}"
+    with pytest.raises(SystemExit, match="already holds"):  # a second move overwrites nothing
+        (old / "sft-s0.json").write_text(json.dumps(elsewhere))
+        lc.relocate_results(old, new)
+
+
+def test_new_arm_files_hold_repo_relative_paths(tmp_path):
+    lc = _script()
+    args = lc.parse_args(["--run", "r", "--results", str(tmp_path), "--work", str(lc.ROOT / "runs" / "learning" / "r"),
+                          f"--split={lc.ROOT}/configs/learning/r_split.json", "--k", "4"])
+    path = lc.write_arm(args, "sweep-sft-s0", {"kind": "sweep"}, started=0.0)
+    assert json.loads(path.read_text())["command"] == (
+        f"python scripts/learning_curve.py --run r --results {tmp_path} --work runs/learning/r "
+        "--split=configs/learning/r_split.json --k 4")
+
+
+def test_the_report_finds_a_run_not_yet_relocated(tmp_path, monkeypatch):
+    lc = _script()
+    monkeypatch.setattr(lc, "RESULTS", tmp_path / "docs" / "results" / "learning")
+    monkeypatch.setattr(lc, "LEGACY_RESULTS", tmp_path / "configs" / "learning")
+    assert lc.parse_args(["--run", "r", "--report"]).results == str(lc.RESULTS)  # a new run: the new place
+    (lc.LEGACY_RESULTS / "r").mkdir(parents=True)
+    held = _arm(Path("/work/main"), "heldout-sft-s0", kind="heldout", of="sft-s0", temperature=0.0,
+                per_task={"a": [1, 1], "b": [0, 1]}, **{"pass@1": 0.5, "pass@k_curve": [0.5]})
+    (lc.LEGACY_RESULTS / "r" / "heldout-sft-s0.json").write_text(json.dumps(held))
+    args = lc.parse_args(["--run", "r", "--report", "--work", str(tmp_path / "work")])
+    assert args.results == str(lc.LEGACY_RESULTS)  # the old run is read (and resumed) where it is
+    assert lc.main(["--run", "r", "--report", "--work", str(tmp_path / "work")], say=lambda _: None) == 0
+    assert "| sft-s0 | 0 | 50.0% |" in (tmp_path / "work" / "LEARNING.md").read_text()
+    lc.relocate_results(lc.LEGACY_RESULTS / "r", lc.RESULTS / "r", roots=[Path("/work/main")], say=lambda _: None)
+    assert lc.parse_args(["--run", "r", "--report"]).results == str(lc.RESULTS)  # once moved: found there
