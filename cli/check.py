@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     server = args.server or os.environ.get("PROOFGYM_VERIFIER_URL")
     try:
         if server:
-            from proofgym.envs.verifiers.service_client import ServiceVerifier
+            from proofgym.envs.verifiers.service.client import ServiceVerifier
 
             verifier_cm: Any = ServiceVerifier(server, task.system, token=os.environ.get("PROOFGYM_VERIFIER_TOKEN"))
         else:

@@ -61,7 +61,7 @@ from proofgym.envs.systems import wired_systems
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers import base
 from proofgym.envs.verifiers.pool import LocalVerifierPool, routing_key
-from proofgym.envs.verifiers.procfs import cpu_seconds, descendants, rss_bytes
+from proofgym.envs.verifiers.sandbox.procfs import cpu_seconds, descendants, rss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SUITE = ROOT / "tests" / "data" / "tiny_suite.jsonl"
@@ -249,7 +249,7 @@ def throughput(workers: int, tasks: list[Task], checks: int, engine: str = "loca
     if engine == "ray":
         import ray
 
-        from proofgym.envs.verifiers.ray_pool import RayVerifierPool
+        from proofgym.envs.verifiers.pool.ray_engine import RayVerifierPool
 
         ray.init(num_cpus=workers, include_dashboard=False, logging_level="error", log_to_driver=False)
         pool: Any = RayVerifierPool(("coq",), workers_per_actor=workers, system_kwargs={"coq": {"audit": "never"}},

@@ -34,10 +34,10 @@ from pathlib import Path
 from proofgym.envs.systems import DAFNY
 from proofgym.envs.tasks.dafny_nl import build_tasks
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.dafny import DafnyVerifier, dafny_available
 from proofgym.envs.verifiers.dafny.output import parse_output, taxonomy_coverage
 from proofgym.envs.verifiers.dafny.server import DafnyServer
+from proofgym.envs.verifiers.sandbox import procfs
 
 
 def broken(task: Task) -> str:

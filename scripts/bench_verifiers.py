@@ -30,8 +30,8 @@ from rich.table import Table
 from proofgym.envs.systems import COQ
 from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.coq import CoqVerifier
+from proofgym.envs.verifiers.sandbox import procfs
 
 WRONG = "Proof. intros. reflexivity. Qed."
 

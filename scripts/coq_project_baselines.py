@@ -51,7 +51,7 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.tasks.coq_project import suite_load_path
 from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 from proofgym.envs.verifiers.coq import CoqVerifier
-from proofgym.envs.verifiers.procfs import rss_bytes
+from proofgym.envs.verifiers.sandbox.procfs import rss_bytes
 
 #: The symbolic candidates, cheapest first (a solved goal stops the search): plain Coq automation,
 #: lia, then CoqHammer's sauto.

@@ -35,7 +35,7 @@ import gymnasium as gym
 import proofgym  # noqa: F401 - registers the envs
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers import procfs
+from proofgym.envs.verifiers.sandbox import procfs
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_SUITE = ROOT / "tests" / "data" / "tiny_suite.jsonl"

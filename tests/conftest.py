@@ -66,7 +66,7 @@ def _close_session_owned() -> Iterator[None]:
 
 def prover_processes_below(pid: int) -> list[str]:
     """``pid comm`` of every live prover process below ``pid`` (zombies left out: they hold no prover)."""
-    from proofgym.envs.verifiers.procfs import descendants
+    from proofgym.envs.verifiers.sandbox.procfs import descendants
 
     found = []
     for child in descendants(pid, zombies=False):

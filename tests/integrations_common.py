@@ -89,7 +89,7 @@ DAFNY_CHEAT = f"```dafny\n{_ABS}{{\n  assume false;\n}}\n```"
 @contextmanager
 def coq_tiny_scored_on(verifier: Any) -> Iterator[None]:
     """coq-tiny checked on ``verifier`` in this process: the scorer an adapter would otherwise make for it."""
-    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
     from proofgym.training.integrations.core import ProofScorer, use_scorer
 
     with InProcessPool({"coq": verifier}) as pool:

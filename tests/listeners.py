@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from proofgym.envs.verifiers import procfs
+from proofgym.envs.verifiers.sandbox import procfs
 
 
 def _listening_inodes() -> dict[str, tuple[str, int]]:

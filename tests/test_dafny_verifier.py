@@ -236,7 +236,7 @@ def test_a_server_that_dies_once_under_the_symbols_request_costs_a_retry_not_a_v
     """Fairness: the warm server dying under the declarations request (its own CPU limit over its life, seen
     under xdist load) made an honest program ERROR ("does not resolve"); a fresh server now answers, and a
     deadline there is TIMEOUT."""
-    from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
+    from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied
 
     verifier = dafny_verifier()
     task, honest = ABS, ABS.reference_proof

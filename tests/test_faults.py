@@ -26,8 +26,8 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers import procfs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.envs.verifiers.sandbox import procfs
 from proofgym.training import eval_runs as evaluate  # ensure_writable lives there
 from proofgym.training.evaluate import EvalOptions, ReferenceAgent, read_results, run_eval
 from tests.conftest import requires_coq

@@ -187,7 +187,7 @@ class _Root:
 
         from proofgym.envs.verifiers.hol_light.verifier import HolLightServer
         from proofgym.envs.verifiers.sandbox import Sandbox
-        from proofgym.envs.verifiers.warm import WarmProcess
+        from proofgym.envs.verifiers.sandbox.warm import WarmProcess
 
         self.server = server = object.__new__(HolLightServer)
         server.base = type("Base", (), {"name": "plain"})()

@@ -118,7 +118,7 @@ def test_an_allowed_origin_gets_cors_headers_and_its_preflight():
 @pytest.fixture(scope="module")
 def openenv_url():
     pytest.importorskip("openenv.core", reason="pip install 'proofgym[openenv]'")
-    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
     from proofgym.training.integrations.openenv_env import make_app
     from tests.integrations_common import FakeBrokenVerifier
     from tests.test_integrations_openenv import serving

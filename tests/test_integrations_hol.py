@@ -12,7 +12,7 @@ import math
 import pytest
 
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
 from proofgym.training.integrations.trl_spec import ProofgymSpec
 from tests.integrations_common import FakeBrokenVerifier
 from tests.test_integrations_trl import _trainer, trl_rewards

@@ -21,7 +21,7 @@ uvicorn = pytest.importorskip("uvicorn")
 
 from openenv.core import GenericEnvClient  # noqa: E402
 
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool  # noqa: E402
 from proofgym.training.integrations.core import ProofScorer  # noqa: E402
 from proofgym.training.integrations.openenv_env import ProofAction, ProofgymEnvironment, make_app  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402

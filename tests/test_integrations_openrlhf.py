@@ -24,7 +24,7 @@ agent = pytest.importorskip("openrlhf.utils.agent", reason="pip install --no-dep
 
 from proofgym.envs.episode import TaskSet  # noqa: E402
 from proofgym.envs.errors import VerifierError  # noqa: E402
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool  # noqa: E402
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402
 from tests.integrations_common import CHEAT_REPLY, FAIL_REPLY, OK_REPLY, TASK, FakeBrokenVerifier, coq_tiny_scored_on  # noqa: E402

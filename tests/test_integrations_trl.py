@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
 from proofgym.training.integrations.trl_spec import ProofgymSpec
 from tests.conftest import requires_coq
 from tests.integrations_common import (

@@ -29,7 +29,7 @@ import pytest
 vf = pytest.importorskip("verifiers.v1", reason="pip install 'proofgym[verifiers]'")
 
 from proofgym.envs.errors import VerifierError  # noqa: E402
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool  # noqa: E402
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool  # noqa: E402
 from proofgym.training.integrations import verifiers_env  # noqa: E402
 from proofgym.training.integrations.core import ProofScorer, use_scorer  # noqa: E402
 from tests.conftest import requires_coq  # noqa: E402

@@ -29,7 +29,7 @@ import pytest
 
 from proofgym.envs.episode import TaskSet
 from proofgym.envs.errors import VerifierError
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 from proofgym.training.integrations import verl_reward
 from proofgym.training.integrations.core import close_scorers

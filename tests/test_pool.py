@@ -419,8 +419,8 @@ def test_real_coq_loads_each_context_of_a_batch_once(tmp_path, monkeypatch):
     An idle worker may also take a check whose context is warm elsewhere when it would wait there longer than two
     loads (``STEAL_MARGIN``): on a loaded machine that happened here and a context was loaded twice, by design. That
     rule weighs measured times, so it is switched off: what is tested is the routing, which never depends on them."""
-    from proofgym.envs.verifiers import pool as pool_module
     from proofgym.envs.verifiers.coq import CoqVerifier
+    from proofgym.envs.verifiers.pool import local as pool_module
 
     monkeypatch.setattr(pool_module, "STEAL_MARGIN", float("inf"))
 

@@ -27,7 +27,7 @@ from tests.test_pool import FakeVerifier, _alive, fake_task
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
 
-from proofgym.envs.verifiers.ray_pool import RayVerifierPool, init_local_ray  # noqa: E402 - after the importorskip
+from proofgym.envs.verifiers.pool.ray_engine import RayVerifierPool, init_local_ray  # noqa: E402 - after the importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def fake_ray_pool(cluster):
 # Run in a fresh interpreter: the pool must start Ray itself (this module's cluster is already up).
 _LISTENERS_SCRIPT = textwrap.dedent("""
     import json, os, sys
-    from proofgym.envs.verifiers.ray_pool import RayVerifierPool
+    from proofgym.envs.verifiers.pool.ray_engine import RayVerifierPool
     from tests.listeners import listeners
     from tests.test_pool import fake_task
 

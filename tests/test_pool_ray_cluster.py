@@ -30,7 +30,7 @@ from tests.test_pool import _alive
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
 
 from proofgym.envs.errors import DependencyNotInstalled  # noqa: E402
-from proofgym.envs.verifiers.ray_pool import RayVerifierPool, _usable_nodes  # noqa: E402 - after the importorskip
+from proofgym.envs.verifiers.pool.ray_engine import RayVerifierPool, _usable_nodes  # noqa: E402 - after the importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
 

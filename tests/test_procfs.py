@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from proofgym.envs.verifiers import procfs
+from proofgym.envs.verifiers.sandbox import procfs
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 

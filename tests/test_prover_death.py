@@ -35,7 +35,7 @@ def test_a_coq_proof_that_kills_the_prover_twice_is_an_error_with_feedback() -> 
 def _dafny_dies(verifier, monkeypatch, cli_crashes: int) -> None:
     """Fakes for the mechanics, on the real Dafny verifier: its server dies under every ``verify`` request (as
     ``ProcessDied`` says), and its next ``cli_crashes`` CLI runs report a crash; the rest of each run is real."""
-    from proofgym.envs.verifiers.warm import ProcessDied
+    from proofgym.envs.verifiers.sandbox.warm import ProcessDied
 
     serve, run_cli = verifier._server_request, verifier._cli
     crashes = iter(range(cli_crashes))

@@ -165,7 +165,7 @@ def test_the_verdict_cache_key_covers_what_decides_a_verdict():
     context, deadline), the same proof text and the same verifier settings (fast tier)."""
     from dataclasses import replace
 
-    from proofgym.envs.verifiers.verdict_cache import cache_key
+    from proofgym.envs.verifiers.pool.cache import cache_key
 
     task = _task("vc", "Require Import Classical.\n", "Lemma em (P : Prop) : P \\/ ~ P.", "Proof. apply classic. Qed.")
     proof, settings = "Proof. apply classic. Qed.", repr(("coq", [("audit", "never")]))

@@ -349,7 +349,7 @@ def test_dafny_verdicts(statement: str, program: str, verdict: Verdict):
 def test_a_server_death_under_the_declarations_request_never_makes_a_cheat_ok(monkeypatch):
     """The other side of the symbols retry (commit 0c4bd64): a cheat whose first declarations request dies is still
     judged on the fresh server's answer, and one that kills both is never OK."""
-    from proofgym.envs.verifiers.warm import ProcessDied
+    from proofgym.envs.verifiers.sandbox.warm import ProcessDied
     from tests.test_dafny_common import NO_DAFNY, dafny_verifier, fail_symbols_requests, have_dafny
     from tests.test_dafny_redteam import FALSE, FALSE_HELPER
 

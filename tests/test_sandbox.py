@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from proofgym.envs.errors import SandboxError
-from proofgym.envs.verifiers import sandbox as sandbox_module
 from proofgym.envs.verifiers.sandbox import (
     MAX_CAPTURED_BYTES,
     Sandbox,
@@ -28,6 +27,7 @@ from proofgym.envs.verifiers.sandbox import (
     SandboxLimits,
     bwrap_available,
 )
+from proofgym.envs.verifiers.sandbox import bwrap as sandbox_module
 
 PYTHON = "python3"  # the system interpreter: inside bwrap only /usr etc. exist, not the test venv
 

@@ -27,7 +27,7 @@ from proofgym.envs.tasks.suites import load_tasks
 from proofgym.envs.types import TASK_FIELD_LIMITS, Verdict
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.envs.verifiers.service import ServiceConfig, ServiceConfigError, VerifierService
-from proofgym.envs.verifiers.service_client import (
+from proofgym.envs.verifiers.service.client import (
     ServiceVerifier,
     VerifierServiceClient,
     result_from_dict,

@@ -12,8 +12,8 @@ import pytest
 from proofgym.envs.errors import TaskFormatError, VerifierCrashed
 from proofgym.envs.systems import CheatProbe
 from proofgym.envs.types import CheckResult, Task, Verdict
-from proofgym.envs.verifiers.inprocess_pool import InProcessPool
 from proofgym.envs.verifiers.pool import PoolClosed
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
 from proofgym.envs.verifiers.validation import validate_suite
 
 

@@ -17,7 +17,7 @@ from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 import proofgym  # noqa: F401 - registers the envs
 from proofgym.envs.verifiers.pool import LocalVerifierPool
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
-from proofgym.envs.verifiers.service_client import ServiceVerifier
+from proofgym.envs.verifiers.service.client import ServiceVerifier
 from tests.conftest import requires_coq
 from tests.test_pool import FakeVerifier, fake_task
 

@@ -9,7 +9,7 @@ import pytest
 
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.pool import LocalVerifierPool
-from proofgym.envs.verifiers.verdict_cache import VerdictCache, cache_key
+from proofgym.envs.verifiers.pool.cache import VerdictCache, cache_key
 from tests.test_pool import fake_pool, fake_task
 
 COQ_TASK = Task(id="cache.plus0", system="coq", context="", statement="Lemma plus0 (n : nat) : n + 0 = n.",

@@ -120,7 +120,7 @@ class ServicePool:
 
     def __init__(self, url: str, *, token: str | None = None, by_id: bool = False, timeout_s: float = 3600.0,
                  threads: int = 4) -> None:
-        from proofgym.envs.verifiers.service_client import VerifierServiceClient
+        from proofgym.envs.verifiers.service.client import VerifierServiceClient
 
         self.url = url
         self.client = VerifierServiceClient(url, token=token, timeout_s=timeout_s)
@@ -246,7 +246,7 @@ def _wait_for(ready: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
 
 def _answers(url: str, token: str | None) -> bool:
     """Whether a service at ``url`` answers ``/metrics`` with ``token`` (a stale ready file's does not)."""
-    from proofgym.envs.verifiers.service_client import VerifierServiceClient
+    from proofgym.envs.verifiers.service.client import VerifierServiceClient
 
     try:
         VerifierServiceClient(url, token=token, timeout_s=10.0, busy_retries=0).metrics()

@@ -122,7 +122,7 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     """
     from proofgym.envs.systems import SPECS, CheatProbe
     from proofgym.envs.verifiers.coq.verifier import CoqVerifier
-    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
     from proofgym.envs.verifiers.validation import validate_suite
 
     kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}

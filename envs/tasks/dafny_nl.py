@@ -109,7 +109,7 @@ def validate(tasks: list[Task], verifier: Any) -> ValidationReport:
     over ``verifier``: :func:`proofgym.envs.verifiers.validation.validate_suite`)."""
     import time
 
-    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
     from proofgym.envs.verifiers.validation import validate_suite
 
     start = time.monotonic()

@@ -109,7 +109,7 @@ def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, w
     "CHEATING": :func:`~proofgym.envs.tasks.build.exclusion_reason`) and is counted in ``excluded`` under
     that reason's group.
     """
-    from proofgym.envs.verifiers.inprocess_pool import InProcessPool
+    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
     from proofgym.envs.verifiers.validation import validate_suite
 
     excluded = excluded if excluded is not None else Counter()

@@ -5,7 +5,7 @@ its system (:attr:`proofgym.envs.systems.SystemSpec.cheats`: ``Admitted`` for Co
 for HOL Light, the ``assume false`` variant for Dafny) is refused. Every check goes through a
 :class:`~proofgym.envs.verifiers.pool.VerifierPool`, so that validation sees the verdicts and
 harness failures training and evaluation will see; a builder that holds a warm verifier passes an
-:class:`~proofgym.envs.verifiers.inprocess_pool.InProcessPool` over it.
+:class:`~proofgym.envs.verifiers.pool.inprocess.InProcessPool` over it.
 
 Per task, in order: the probes whose text is fixed (they load the task's context, so that the
 reference's wall time is the proof's alone: HOL Light's timeouts are set from it), then the

@@ -105,8 +105,8 @@ class ProofScorer:
 
     def _make_pool(self) -> Any:
         if self.service_url:
-            from proofgym.envs.verifiers.inprocess_pool import InProcessPool
-            from proofgym.envs.verifiers.service_client import ServiceVerifier
+            from proofgym.envs.verifiers.pool.inprocess import InProcessPool
+            from proofgym.envs.verifiers.service.client import ServiceVerifier
 
             systems = {t.system for t in self.tasks}
             return InProcessPool({s: ServiceVerifier(self.service_url, s, token=self._token) for s in systems},

@@ -8,7 +8,7 @@ SIGINT, and the process is killed if it does not answer. A call can also be give
 CPU budget (``cpu_until``: the prover's CPU seconds, :meth:`IdeTop.cpu_s`), checked
 every :data:`CPU_POLL_S` while it waits: a deadline that does not move when the machine
 is busy. The process, its reader,
-stderr tail and kill are a :class:`~proofgym.envs.verifiers.warm.WarmProcess`.
+stderr tail and kill are a :class:`~proofgym.envs.verifiers.sandbox.warm.WarmProcess`.
 
 What a proof prints is the proof's to choose (``do 100000 idtac "<10 KB>"``), so a call keeps at most
 :data:`MESSAGE_BYTES` of message text and counts the rest (:attr:`Reply.dropped`): the verifier's memory stays
@@ -30,9 +30,9 @@ from xml.sax.saxutils import escape
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.types import Goal
-from proofgym.envs.verifiers.procfs import program_tree_cpu_s
 from proofgym.envs.verifiers.sandbox import Sandbox
-from proofgym.envs.verifiers.warm import DeadlinePassed, WarmProcess
+from proofgym.envs.verifiers.sandbox.procfs import program_tree_cpu_s
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, WarmProcess
 
 _ENTITIES = {"&nbsp;": " "}
 #: How often a call with a CPU budget reads the prover's CPU time while it waits (a check that answers sooner

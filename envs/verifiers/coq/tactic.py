@@ -28,8 +28,8 @@ from proofgym.envs.verifiers.coq.errors import ContextLoadError, categorize
 from proofgym.envs.verifiers.coq.idetop import GoalSnapshot, IdeTop
 from proofgym.envs.verifiers.coq.lexer import CoqLexError, split_sentences
 from proofgym.envs.verifiers.coq.proof import normalize_proof
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied
 from proofgym.envs.verifiers.tactic_state import StepResult, TacticState
-from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
 
 ADMIT = "admit."
 

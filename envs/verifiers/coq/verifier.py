@@ -58,7 +58,7 @@ from proofgym.envs.verifiers.coq.lexer import (
 from proofgym.envs.verifiers.coq.proof import STATEMENT_RE, NormalizedProof, normalize_proof
 from proofgym.envs.verifiers.coq.tactic import CoqTacticSession, Localization, localize
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
-from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied
 
 HAMMER_LIBEXEC = "/usr/libexec/coq-hammer"
 #: Loads CoqHammer's reconstruction tactics (sauto, ...) and the hammer itself; pass as ``prelude``.

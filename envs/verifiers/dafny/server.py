@@ -11,7 +11,7 @@ The server caches verification results by checksum unless it is told ``/verifySn
 :class:`DafnyServer` always sends it. A request that runs past its deadline kills the whole
 sandboxed tree (the server, mono's threads and every z3 it started); the next request starts a
 fresh server. So does a ``[FATAL]`` answer, after which the server exits by itself. The process,
-its reader, deadline and kill are a :class:`~proofgym.envs.verifiers.warm.WarmProcess`.
+its reader, deadline and kill are a :class:`~proofgym.envs.verifiers.sandbox.warm.WarmProcess`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import IO
 
 from proofgym.envs.errors import VerifierCrashed
 from proofgym.envs.verifiers.sandbox import Sandbox
-from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied, WarmProcess
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied, WarmProcess
 
 CLIENT_EOM = "[[DAFNY-CLIENT: EOM]]"
 SERVER_EOM = "[[DAFNY-SERVER: EOM]]"

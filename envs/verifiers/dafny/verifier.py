@@ -85,7 +85,7 @@ from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, Token, normalize_
 from proofgym.envs.verifiers.dafny.output import DafnyOutput, parse_output, primary_category
 from proofgym.envs.verifiers.dafny.server import DafnyServer
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxLimits
-from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied
 
 __all__ = ["DafnyConfig", "DafnyVerifier", "dafny_available", "find_z3"]
 

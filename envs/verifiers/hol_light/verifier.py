@@ -28,7 +28,7 @@ it. Instead (see ``hol_light/boot.ml`` for the OCaml side):
   verdict (reasons, output, goals over 2 KB), blocks of the major heap that are never collected. So a
   zygote is reloaded once its private memory has grown by ``zygote_max_growth_bytes``, and the root is
   restarted between checks once its RSS has grown by ``server_max_growth_bytes`` (the
-  :class:`~proofgym.envs.verifiers.warm.WarmProcess` rule); both also by checks served, if configured.
+  :class:`~proofgym.envs.verifiers.sandbox.warm.WarmProcess` rule); both also by checks served, if configured.
 - The verdict travels only on the worker's own pipe; its stdout/stderr are only ever messages.
   The zygote kills the worker at its deadline from outside, and the Python side kills the whole
   server when a reply is late: that attempt is ``ERROR`` and the server restarts.
@@ -66,7 +66,7 @@ from proofgym.envs.verifiers.base import ContextLoadError, ProverConfig, ProverV
 from proofgym.envs.verifiers.hol_light.proof import goal_text, normalize_proof
 from proofgym.envs.verifiers.hol_light.tactic import HolTacticSession
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess, SandboxLimits
-from proofgym.envs.verifiers.warm import DeadlinePassed, ProcessDied, WarmProcess
+from proofgym.envs.verifiers.sandbox.warm import DeadlinePassed, ProcessDied, WarmProcess
 
 logger = logging.getLogger(__name__)
 

@@ -20,14 +20,8 @@ from typing import Any
 
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.base import Verifier, make_verifier
-from proofgym.envs.verifiers.pool import (
-    Boundary,
-    HarnessFailure,
-    PoolClosed,
-    PoolResult,
-    VerifierPool,
-    classify_failure,
-)
+from proofgym.envs.verifiers.pool.base import Boundary, HarnessFailure, PoolClosed, PoolResult, VerifierPool
+from proofgym.envs.verifiers.pool.local import classify_failure
 
 
 class InProcessPool(VerifierPool):

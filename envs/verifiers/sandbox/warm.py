@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Generic, TypeVar
 
-from proofgym.envs.verifiers.procfs import rss_bytes
 from proofgym.envs.verifiers.sandbox import Sandbox, SandboxedProcess
+from proofgym.envs.verifiers.sandbox.procfs import rss_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -49,18 +49,17 @@ from typing import Any
 
 from proofgym.envs.errors import DependencyNotInstalled
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.pool import (
+from proofgym.envs.verifiers.pool.base import (
     DEFAULT_CONTEXT_ALLOWANCE_S,
-    DEFAULT_VERDICT_CACHE_ENTRIES,
     Boundary,
     HarnessFailure,
-    LocalVerifierPool,
     PoolClosed,
     PoolResult,
-    VerifierFactory,
     VerifierPool,
     routing_key,
 )
+from proofgym.envs.verifiers.pool.cache import DEFAULT_VERDICT_CACHE_ENTRIES
+from proofgym.envs.verifiers.pool.local import LocalVerifierPool, VerifierFactory
 
 __all__ = ["SHARED_NAMESPACE", "RayVerifierPool", "init_local_ray"]
 

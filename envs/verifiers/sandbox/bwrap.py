@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from proofgym.envs.errors import SandboxError
-from proofgym.envs.verifiers.procfs import children, descendants
+from proofgym.envs.verifiers.sandbox.procfs import children, descendants
 
 __all__ = [
     "DEFAULT_LIMITS",
