@@ -28,7 +28,8 @@ def test_an_evaluation_runs_in_its_own_process_and_lands_when_it_ends(tmp_path, 
     pending = callback.start_evaluation(model, 3)
     assert callback.collect() == [] and callback.history == []  # its checks wait for the gate: still running
     request = json.loads((tmp_path / "run" / "checkpoint_evals" / "step-3.request.json").read_text())
-    assert request["config"]["model"] == str(model) and request["config"]["agent"] == "local"
+    assert request["checkpoint"] == str(model) and request["config"]["agent"] == "local"
+    assert request["config"]["model"] == str(tmp_path / "run" / "checkpoint_evals" / "snapshots" / "step-3")
     gate.write_text("open")
     (record,) = callback.collect(wait=True)
     assert pending.process.returncode == 0 and callback.pending == []

@@ -48,6 +48,15 @@ def announce(message: str) -> None:
     print(f"[proofgym] {message}", file=sys.stderr, flush=True)
 
 
+def visible_gpus() -> int:
+    """GPUs this process sees (0 without CUDA, or without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 #: Environment variables of a ``torchrun``/``accelerate`` rank that an evaluation process must not inherit (it
 #: is not a member of the training's process group).
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
@@ -66,6 +75,9 @@ class PendingEvaluation:
     record: Path
     log: Path
     started: float
+    snapshot: Path | None = None
+    """The snapshot it evaluates (:func:`~proofgym.training.checkpoint_eval.snapshot_checkpoint`), deleted once
+    its record has landed."""
 
 
 class CheckpointEvalCallback(TrainerCallback):
@@ -75,7 +87,9 @@ class CheckpointEvalCallback(TrainerCallback):
     process (``python -m proofgym.training.checkpoint_eval``), started by the main process right after the
     save and awaited by no rank: training goes on while it runs, and its result is logged (W&B,
     ``checkpoint_evals.json``) at the first step after it lands, or at the latest when the training script
-    calls :meth:`wait_pending` at the end. Each process writes ``checkpoint_evals/step-N.log``.
+    calls :meth:`wait_pending` at the end. Each process writes ``checkpoint_evals/step-N.log``. It evaluates a
+    hard-linked snapshot of the checkpoint (``checkpoint_evals/snapshots/step-N``, deleted once its record has
+    landed), so ``save_total_limit`` may rotate the checkpoint out while it runs.
     :meth:`evaluate_checkpoint` evaluates in this process (the final model, once training is over).
 
     Args:
@@ -94,7 +108,10 @@ class CheckpointEvalCallback(TrainerCallback):
         batch_size: Prompts generated together.
         context_chars: Task context shown in the prompt (as in training).
         audit: Coq audit mode (``None``: the verifier's default).
-        device: Where the evaluated checkpoint runs (``auto``: CUDA when present).
+        device: Where the evaluated checkpoint runs: ``auto``, ``cpu`` or ``cuda:N``. An evaluation process
+            with ``auto`` takes a GPU that no training rank of this node uses, when there is one, else shares
+            one and says so (:func:`~proofgym.training.checkpoint_eval.place_evaluation`); in this process
+            (:meth:`evaluate_checkpoint`) ``auto`` is CUDA when present.
         seed: Generation seed.
         out_dir: Where eval run dirs go (``<out_dir>/checkpoint_evals/step-N``; default: the trainer's output dir).
         report_to: Where results are logged (``wandb``...) when no trainer says so (the trainer's
@@ -111,6 +128,9 @@ class CheckpointEvalCallback(TrainerCallback):
                  report_to: Sequence[str] | str | None = None, announce: Callable[[str], None] = announce,
                  start_checkpoint: str | Path | None = None, verifier: str | None = None,
                  background: bool = True) -> None:
+        from proofgym.training.checkpoint_eval import check_eval_device
+
+        check_eval_device(device)
         self.suite_path = Path(suite_path)
         self.start_checkpoint = Path(start_checkpoint) if start_checkpoint is not None else None
         self.every_steps = int(every_steps)
@@ -132,6 +152,8 @@ class CheckpointEvalCallback(TrainerCallback):
                        **kwargs: Any) -> None:
         self._report_to = list(args.report_to or [])
         self.out_dir = self.out_dir or Path(args.output_dir)
+        if state.is_world_process_zero:  # snapshots left by a run that crashed: nothing evaluates them now
+            self.remove_stale_snapshots()
         if state.global_step > 0:  # resumed from a checkpoint: the evaluations made before it are the run's too
             self.restore_history(state.global_step)
         if self.on_start and state.global_step == 0 and state.is_world_process_zero:
@@ -175,6 +197,20 @@ class CheckpointEvalCallback(TrainerCallback):
             self.announce(f"resumed at step {step}: {len(kept)} earlier checkpoint evaluation(s) kept from {path}")
         return kept
 
+    def remove_stale_snapshots(self) -> list[Path]:
+        """Delete the snapshots in ``checkpoint_evals/snapshots`` that no pending evaluation reads (a crashed or
+        killed run's); returns them."""
+        folder = (self.out_dir or Path(".")) / "checkpoint_evals" / "snapshots"
+        reading = {p.snapshot for p in self.pending}
+        stale = [path for path in sorted(folder.glob("step-*")) if path not in reading] if folder.is_dir() else []
+        from proofgym.training.checkpoint_eval import remove_snapshot
+
+        for path in stale:
+            remove_snapshot(path)
+        if stale:
+            self.announce(f"deleted {len(stale)} snapshot(s) left by an earlier run in {folder}")
+        return stale
+
     # -- evaluation -----------------------------------------------------------------------------------
     def _eval_config(self, checkpoint: Path, out: Path) -> Any:
         from proofgym.training.evaluate import EvalConfig
@@ -187,25 +223,41 @@ class CheckpointEvalCallback(TrainerCallback):
         import dataclasses
         import os
 
-        from proofgym.training.checkpoint_eval import write_request
+        from proofgym.training.checkpoint_eval import evaluation_environment, snapshot_checkpoint, write_request
 
         checkpoint = Path(checkpoint)
         folder = (self.out_dir or checkpoint.parent) / "checkpoint_evals"
         record, log = folder / f"step-{step}.record.json", folder / f"step-{step}.log"
         record.unlink(missing_ok=True)
-        config = dataclasses.asdict(self._eval_config(checkpoint, folder / f"step-{step}"))
+        # The trainer's save_total_limit may delete the checkpoint while the process reads it: it reads a snapshot.
+        snapshot = snapshot_checkpoint(checkpoint, folder / "snapshots" / f"step-{step}")
+        placement = self.placement()
+        config = dataclasses.asdict(self._eval_config(snapshot, folder / f"step-{step}"))
+        config["device"] = placement.device
         request = write_request(folder / f"step-{step}.request.json", step=step, checkpoint=checkpoint,
                                 config=config, record=record)
-        env = {name: value for name, value in os.environ.items() if name not in RANK_VARIABLES}
+        env = evaluation_environment(placement, os.environ, RANK_VARIABLES)
         with log.open("w", encoding="utf-8") as out:
             process = subprocess.Popen([sys.executable, "-m", "proofgym.training.checkpoint_eval", str(request)],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-        pending = PendingEvaluation(step, checkpoint, process, record, log, time.monotonic())
+        pending = PendingEvaluation(step, checkpoint, process, record, log, time.monotonic(),
+                                    snapshot if snapshot != checkpoint else None)
         self.pending.append(pending)
         self._done.add(step)
-        self.announce(f"evaluating {checkpoint} on {self.suite_path.name} (step {step}) in process {process.pid}; "
-                      f"training goes on (log: {log})")
+        self.announce(f"evaluating {checkpoint} on {self.suite_path.name} (step {step}) in process {process.pid} "
+                      f"{placement.note}; training goes on (log: {log})")
         return pending
+
+    def placement(self) -> Any:
+        """Where an evaluation process runs (:func:`~proofgym.training.checkpoint_eval.place_evaluation` of this
+        callback's ``device``, the GPUs this process sees and the node's training processes)."""
+        import os
+
+        from proofgym.training.checkpoint_eval import place_evaluation
+
+        return place_evaluation(self.options["device"], gpus=visible_gpus(),
+                                local_ranks=int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1),
+                                visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     def collect(self, *, wait: bool = False) -> list[dict[str, Any]]:
         """The records of the evaluation processes that have ended (all of them with ``wait``), logged now."""
@@ -221,6 +273,9 @@ class CheckpointEvalCallback(TrainerCallback):
                 record = {"step": pending.step, "checkpoint": str(pending.checkpoint),
                           "error": f"the evaluation process exited with code {code} and no result; see {pending.log}"}
             landed.append(self._land(record))
+            from proofgym.training.checkpoint_eval import remove_snapshot
+
+            remove_snapshot(pending.snapshot)
         return landed
 
     def wait_pending(self) -> list[dict[str, Any]]:
@@ -232,10 +287,13 @@ class CheckpointEvalCallback(TrainerCallback):
 
     def close(self) -> None:
         """Stop the evaluation processes still running (a run that ends with an error: nobody will read them)."""
+        from proofgym.training.checkpoint_eval import remove_snapshot
+
         for pending in self.pending:
             if pending.process.poll() is None:
                 pending.process.kill()
                 pending.process.wait()
+            remove_snapshot(pending.snapshot)
         self.pending.clear()
 
     def evaluate_checkpoint(self, checkpoint: str | Path, step: int) -> dict[str, Any]:
