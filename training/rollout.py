@@ -5,9 +5,11 @@ prompts of a generation batch, each already repeated ``num_generations`` times, 
 trainer. Each prompt is one :class:`~proofgym.envs.episode.Episode` (the loop the env, eval and
 the strategies share) of up to ``max_turns`` turns:
 
-1. the policy writes a reply (one batched ``generate`` for the episodes not yet done);
-2. the proof in it is checked on the verifier pool (the whole batch at once) and the episode
-   ``record``s the result, or ``fail``s on a harness failure;
+1. the policy writes a reply (one batched ``generate`` for the episodes not yet done, or one per
+   ``generation_chunk`` of them);
+2. the proof in it is checked on the verifier pool and the episode ``record``s the result, or ``fail``s
+   on a harness failure. With ``generation_chunk``, a chunk's proofs go to the verifier as soon as it is
+   decoded, while the next chunk generates (:func:`~proofgym.training.pipeline.check_while_generating`);
 3. OK, CHEATING or a harness failure ends the episode; otherwise the episode's feedback,
    worded as evaluation's repair round words it, becomes the next user turn.
 
@@ -40,6 +42,7 @@ from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task
 from proofgym.training.data import prompt_key, prompt_messages, repair_message
 from proofgym.training.distributed import max_across_ranks
+from proofgym.training.pipeline import DEFAULT_DEPTH, check_nonempty, check_while_generating
 from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
 
@@ -179,14 +182,21 @@ class RepairRollout:
         context_chars: The ``context_chars`` the prompts were built with (to find tasks by prompt).
         generator: Generation backend (default: :class:`TrainerGenerator` of the calling trainer).
         format_bonus: Optional shaping of FAIL/TIMEOUT turns (off by default; see :mod:`proofgym.training.rewards`).
+        generation_chunk: Episodes per ``generate`` call within a turn (None: the whole turn in one call). Each
+            chunk's proofs are checked while the next chunk generates; the same on every rank (the turn's width
+            is), so ranks stay in lockstep.
+        pipeline_depth: Chunks being checked while the next generates (0: check each chunk first).
     """
 
     def __init__(self, tasks: Iterable[Task], pool: Any, *, max_turns: int = 2, turn_discount: float = 1.0,
                  reward_map: RewardMap | Mapping[str, float] | None = None, feedback_chars: int = 1000,
                  turn_tokens: int | None = None, context_chars: int = 2000, generator: Generator | None = None,
-                 format_bonus: float = 0.0) -> None:
+                 format_bonus: float = 0.0, generation_chunk: int | None = None,
+                 pipeline_depth: int = DEFAULT_DEPTH) -> None:
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if generation_chunk is not None and generation_chunk < 1:
+            raise ValueError(f"generation_chunk must be >= 1 (or None: the whole turn), got {generation_chunk}")
         if not 0 < turn_discount <= 1:
             raise ValueError(f"turn_discount must be in (0, 1], got {turn_discount}")
         self.tasks = list(tasks)
@@ -197,6 +207,8 @@ class RepairRollout:
         self.feedback_chars = int(feedback_chars)
         self.turn_tokens = turn_tokens
         self.generator = generator
+        self.generation_chunk = generation_chunk
+        self.pipeline_depth = int(pipeline_depth)
 
     def task_for(self, prompt: Any) -> Task:
         task = self.by_prompt.get(prompt_key(prompt))
@@ -264,16 +276,11 @@ class RepairRollout:
                 break
             batch = [prompt_ids[i] + completion_ids[i] for i in live]
             batch += [prompt_ids[0]] * (width - len(batch))
-            new_ids, new_logprobs = generate(batch, turn_tokens)
-            new_ids = new_ids[:len(live)]
-            new_logprobs = new_logprobs[:len(live)] if new_logprobs is not None else None
+            new_ids, new_logprobs, texts, proofs, results = self._turn(
+                generate, tokenizer, batch, [episodes[i].task for i in live], turn_tokens)
             if not live:
                 continue
             have_logprobs = have_logprobs and new_logprobs is not None
-            texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in new_ids]
-            turn_tasks = [episodes[i].task for i in live]
-            proofs = [self.checker.proof_of(text, task) for text, task in zip(texts, turn_tasks, strict=True)]
-            results = self.checker.check_results(turn_tasks, proofs)
             for j, i in enumerate(live):
                 episode = episodes[i]
                 completion_ids[i] += new_ids[j]
@@ -295,6 +302,38 @@ class RepairRollout:
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                 "logprobs": logprobs if have_logprobs else None, "env_mask": env_mask,
                 "rollout_outcomes": [self.outcome(e).to_dict() for e in episodes]}
+
+    def _turn(self, generate: Generator, tokenizer: Any, batch: Sequence[Sequence[int]], tasks: Sequence[Task],
+              turn_tokens: int) -> tuple[list[list[int]], list[list[float]] | None, list[str], list[str], list[Any]]:
+        """One turn: replies to ``batch`` (``len(tasks)`` episodes, then a rank's padding rows), generated a
+        ``generation_chunk`` at a time, each chunk's proofs checked while the next generates. Returns the
+        episodes' reply ids, logprobs (None when the generator gives none), texts, proofs and pool results."""
+        chunk = self.generation_chunk or max(len(batch), 1)
+
+        Chunk = tuple[list[list[int]], list[list[float]] | None, list[str], list[str]]
+
+        def chunks() -> Iterable[tuple[Chunk, list[Task], list[str]]]:
+            for start in range(0, len(batch), chunk):
+                ids, logprobs = generate(batch[start:start + chunk], turn_tokens)
+                mine = list(tasks[start:start + chunk])  # the padding rows past len(tasks) are dropped
+                ids = list(ids[:len(mine)])
+                texts = [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+                proofs = [self.checker.proof_of(text, task) for text, task in zip(texts, mine, strict=True)]
+                yield (ids, list(logprobs[:len(mine)]) if logprobs is not None else None, texts, proofs), mine, proofs
+
+        ids: list[list[int]] = []
+        logprobs: list[list[float]] | None = []
+        texts: list[str] = []
+        proofs: list[str] = []
+        results: list[Any] = []
+        for (part_ids, part_logprobs, part_texts, part_proofs), part_results in check_while_generating(
+                chunks(), check_nonempty(self.checker.check_results), depth=self.pipeline_depth):
+            ids += part_ids
+            logprobs = logprobs + part_logprobs if logprobs is not None and part_logprobs is not None else None
+            texts += part_texts
+            proofs += part_proofs
+            results += part_results
+        return ids, logprobs, texts, proofs, results
 
     def outcome(self, episode: Episode) -> Outcome:
         """What the reward function gets for an episode: its last verdict, discounted by the turns it took."""
