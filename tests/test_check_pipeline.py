@@ -113,3 +113,17 @@ def test_a_chunked_pipelined_repair_rollout_gives_the_unchunked_episodes_on_coq(
     assert {o["verdict"] for o in whole["rollout_outcomes"]} == {"OK", "FAIL", "CHEATING"}
     assert max(o["turns"] for o in whole["rollout_outcomes"]) == 2  # a FAIL got its repair turn
     assert chunked == whole
+
+
+def test_the_repair_chunk_is_a_grpo_setting(tmp_path):
+    pytest.importorskip("trl")
+    from proofgym.training.common import TrainConfigError, parse_config
+    from proofgym.training.grpo_config import ProofGRPOConfig
+
+    cfg = parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path), "--repair_generation_chunk", "4"])
+    assert cfg.repair_generation_chunk == 4
+    assert parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path)]).repair_generation_chunk == 0
+    with pytest.raises(TrainConfigError, match="repair_generation_chunk must be >= 0"):
+        parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path), "--repair_generation_chunk", "-1"])
+    with pytest.raises(ValueError, match="generation_chunk must be >= 1"):
+        RepairRollout([], None, generation_chunk=0)

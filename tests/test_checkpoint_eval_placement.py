@@ -153,3 +153,17 @@ def test_an_evaluation_process_gets_the_gpu_no_training_rank_uses(tmp_path, tiny
     request = json.loads((tmp_path / "run" / "checkpoint_evals" / "step-1.request.json").read_text())
     assert request["config"]["device"] == "cuda"
     assert "CUDA_VISIBLE_DEVICES='2'" in _first_log_line(pending.log) and "no training rank" in said[0]
+
+
+def test_the_train_config_says_where_evaluations_run(tmp_path):
+    pytest.importorskip("trl")
+    from proofgym.training.common import TrainConfigError, eval_device, parse_config
+    from proofgym.training.sft_config import ProofSFTConfig
+
+    def parsed(*flags: str):
+        return parse_config(ProofSFTConfig, ["--output_dir", str(tmp_path), *flags])
+
+    assert eval_device(parsed()) == "cpu"  # a CPU run (use_cpu, the default): auto is the CPU
+    assert eval_device(parsed("--checkpoint_eval_device", "cuda:1")) == "cuda:1"
+    with pytest.raises(TrainConfigError, match="checkpoint_eval_device: 'gpu1' is not a device"):
+        parsed("--checkpoint_eval_device", "gpu1")

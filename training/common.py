@@ -102,6 +102,11 @@ class ProofgymArguments:
                                         "sample, else 0.5)."})
     checkpoint_eval_batch_size: int = field(
         default=8, metadata={"help": "Prompts generated together in checkpoint evaluation."})
+    checkpoint_eval_device: str = field(
+        default="auto", metadata={"help": "Where a checkpoint evaluation's model copy runs: auto (a GPU that no "
+                                          "training process of this node uses, when there is one; else it shares "
+                                          "one and says so), cpu, or cuda:N (the N-th GPU training sees). With "
+                                          "use_cpu, auto is cpu."})
     wandb_project: str = field(default="proofgym", metadata={"help": "W&B project (when report_to includes wandb)."})
     wandb_mode: str | None = field(
         default=None, metadata={"help": "W&B mode: online, offline or disabled (default: WANDB_MODE, else online "
@@ -130,6 +135,12 @@ def proofgym_post_init(cfg: Any, algo: str) -> bool:
         cfg.run_name = run_name(cfg.suite, algo, "SmolLM2-135M-Instruct" if model == "smollm2" else model, cfg.seed)
     if not cfg.output_dir:
         cfg.output_dir = str(Path("runs") / "train" / cfg.run_name)
+    from proofgym.training.checkpoint_eval import check_eval_device
+
+    try:
+        check_eval_device(cfg.checkpoint_eval_device)
+    except ProofgymError as exc:
+        raise ValueError(str(exc)) from None  # parse_config reports it as a config error
     # transformers 5 renamed gradient_checkpointing to activation_checkpointing and warns on the old name;
     # keep the old name working (TRL's docs use it) without a warning when it is just our False default.
     if getattr(cfg, "activation_checkpointing", False) is None and not cfg.gradient_checkpointing:
@@ -508,6 +519,12 @@ def model_path(resolved: ResolvedModel) -> Path:
     return Path(resolved.location) / resolved.gguf_file if resolved.gguf_file else Path(resolved.location)
 
 
+def eval_device(cfg: Any) -> str:
+    """The checkpoint evaluations' device: ``checkpoint_eval_device``, where ``auto`` is the CPU for a CPU run."""
+    setting = getattr(cfg, "checkpoint_eval_device", "auto")
+    return "cpu" if cfg.use_cpu and setting == "auto" else setting
+
+
 def checkpoint_evaluator(cfg: Any, prepared: PreparedRun, *, start: str | Path | None = None) -> Any:
     """The :class:`~proofgym.training.callbacks.CheckpointEvalCallback` the config asks for, or ``None``.
 
@@ -526,7 +543,7 @@ def checkpoint_evaluator(cfg: Any, prepared: PreparedRun, *, start: str | Path |
         engine=cfg.verifier_engine,
         max_tokens=cfg.checkpoint_eval_max_tokens, temperature=cfg.checkpoint_eval_temperature,
         batch_size=cfg.checkpoint_eval_batch_size, context_chars=cfg.prompt_context_chars, audit=cfg.audit,
-        device="cpu" if cfg.use_cpu else "auto", seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to,
+        device=eval_device(cfg), seed=cfg.seed, out_dir=cfg.output_dir, report_to=cfg.report_to,
         start_checkpoint=start, verifier=getattr(cfg, "verifier_factory", None))
 
 

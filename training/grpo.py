@@ -94,7 +94,8 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
             rollout = RepairRollout(prepared.train_tasks, pool, max_turns=cfg.max_turns,
                                     turn_discount=cfg.turn_discount, reward_map=reward_map,
                                     feedback_chars=cfg.feedback_chars, context_chars=cfg.prompt_context_chars,
-                                    format_bonus=cfg.format_bonus)
+                                    format_bonus=cfg.format_bonus,
+                                    generation_chunk=cfg.repair_generation_chunk or None)
         environments = None
         if cfg.tool_env:
             from proofgym.training.environment import environment_factory

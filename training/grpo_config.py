@@ -34,6 +34,11 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         default=1.0, metadata={"help": "A positive reward earned at turn t is multiplied by turn_discount**(t-1)."})
     feedback_chars: int = field(
         default=1000, metadata={"help": "Longest verifier feedback shown to the policy in a repair turn."})
+    repair_generation_chunk: int = field(
+        default=0, metadata={"help": "With max_turns > 1: episodes per generate call within a turn, each chunk's "
+                                     "proofs checked while the next chunk generates (0: the whole turn in one "
+                                     "call, checked after it). Smaller chunks overlap more, but generate in "
+                                     "smaller batches."})
     verdict_rewards: dict | str | None = field(
         default=None, metadata={"help": "Verdict -> reward overrides, e.g. {\"CHEATING\": -2} (default: OK 1, "
                                         "CHEATING -1, FAIL/TIMEOUT/ERROR 0: malformed output is ERROR, 0). Refused unless "
@@ -127,6 +132,9 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if not 0 < self.turn_discount <= 1:
             raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
+        if self.repair_generation_chunk < 0:
+            raise ValueError(f"repair_generation_chunk must be >= 0 (0: the whole turn), got "
+                             f"{self.repair_generation_chunk}")
         if self.curriculum_k < 2 or self.curriculum_refresh_steps < 0 or self.curriculum_batch_size < 1 \
                 or self.curriculum_max_tokens < 0 or self.curriculum_refreshes < 0:
             raise ValueError("curriculum_k must be >= 2, curriculum_batch_size >= 1, curriculum_refresh_steps, "
