@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export PROOFGYM_CACHE ?= $(CURDIR)/.cache/proofgym
 WORKERS ?= 2
 
-.PHONY: setup suite eval test test-fast test-slow bench lint typecheck clean
+.PHONY: setup suite eval test test-fast test-slow bench lint typecheck docs clean
 
 setup: $(BIN)/proofgym
 $(BIN)/proofgym: pyproject.toml scripts/setup.sh
@@ -49,5 +49,10 @@ lint: setup
 typecheck: setup
 	bash scripts/typecheck.sh
 
+## the manual in docs/ as a site, in site/ (mkdocs.yml; --strict: a broken link or anchor, or a page not in nav,
+## fails it). Preview with $(BIN)/mkdocs serve
+docs: setup
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf .cache runs build *.egg-info
+	rm -rf .cache runs build site *.egg-info
