@@ -135,7 +135,7 @@ class CheckpointEvalCallback(TrainerCallback):
         self.start_checkpoint = Path(start_checkpoint) if start_checkpoint is not None else None
         self.every_steps = int(every_steps)
         self.on_start = on_start
-        self.options = dict(k=k, n=n, workers=workers, engine=engine, max_tokens=max_tokens, temperature=temperature,
+        self.options: dict[str, Any] = dict(k=k, n=n, workers=workers, engine=engine, max_tokens=max_tokens, temperature=temperature,
                             batch_size=batch_size, audit=audit, device=device, seed=seed, verifier=verifier,
                             strategy_options={"context_chars": context_chars})
         self.announce = announce

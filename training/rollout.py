@@ -295,7 +295,7 @@ class RepairRollout:
                 conversations[i].append({"role": "assistant", "content": texts[j]})
                 feedback = repair_message(episode.task.system, episode.feedback[: self.feedback_chars])
                 extra, before[i] = self.feedback_ids(tokenizer, conversations[i], before[i], new_ids[j], feedback)
-                conversations[i].append(feedback)
+                conversations[i].append(dict(feedback))
                 completion_ids[i] += extra
                 env_mask[i] += [0] * len(extra)
                 logprobs[i] += [0.0] * len(extra)
