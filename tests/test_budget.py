@@ -1,5 +1,5 @@
 """One owner of the time budget: a prover's config makes a frozen :class:`Budget`, validated once; the pool's
-deadline for a check is the one its worker's verifier reports (see also test_redteam_round6's CPU clock)."""
+deadline for a check is the one its worker's verifier reports (see also tests/redteam/test_pool_verdicts.py's CPU clock)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ reason; the contract comparison (envs/verifiers/dafny/contract.py) calls a heade
 weaker than the statement's, ERROR for any other difference. The fast tier tests the two tables; the prover tier runs
 every harmless attribute on the real Dafny 2.3, on an honest program (OK) and on a false lemma (still FAIL: it weakens
 nothing), and the README's rows of declarations proofgym cannot place. Each fair case and the cheat beside it are in
-the shipped corpus (envs/tasks/data/redteam-dafny.jsonl, tests/test_redteam_corpus.py).
+the shipped corpus (envs/tasks/data/redteam-dafny.jsonl, tests/redteam/test_shipped_corpus.py).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from proofgym.envs.types import ErrorCategory, Verdict
+from tests.redteam.test_dafny_cheats import ABS, ABS_BODY, ABS_STMT, SUM, SUM_IMPL
 from tests.test_dafny_common import dafny_verifier, dtask, fail_symbols_requests, requires_dafny
-from tests.test_dafny_redteam import ABS, ABS_BODY, ABS_STMT, SUM, SUM_IMPL
 
 pytestmark = [pytest.mark.prover, requires_dafny]
 

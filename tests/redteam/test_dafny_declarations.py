@@ -1,35 +1,11 @@
-"""Red team, round 7: both sides of every verdict rule, against the real provers.
+"""Red team, Dafny: the submission against the task's declarations and statement. A program that leaves a context
+declaration out altogether is ERROR (copy the context), never OK; one that declares it again is CHEATING, as is
+a member or top-level const shadowing a datatype constructor; the same contract written another way
+(parentheses, clauses as conjuncts) is OK, a changed one CHEATING, and an equivalent one not shown weaker ERROR;
+an attribute the task's own context uses proves nothing in the submission; the pinned honest programs are OK.
 
-A verdict must survive an adversary and be fair: CHEATING (reward -1) only for an attempt to get an unproved
-statement accepted, and an honest slip normalised or ERROR with feedback that says what to change.
-
-Found and fixed here (each test below fails on the code before the fix):
-
-- Coq fairness: a copy of the task's statement that binds its names on the other side of the colon
-  (``Lemma t : forall n : nat, ...`` for the task's ``Lemma t (n : nat) : ...``) was dropped as the same statement
-  (README), but its proof ran on the task's goal, where the ``intros n`` it starts with fails: FAIL for a correct
-  proof. The copy's goal is now reached from the task's with ``revert``/``intros`` of exactly those binders; the
-  kernel still checks the task's statement.
-- Coq cheat classification: ``Export Unset Guard Checking.`` (Coq 8.16's exported option command) was read as an
-  ``Export`` of modules named ``Unset Guard Checking`` and sent as ``Import Unset Guard Checking.``: ERROR (Coq
-  found no module ``Unset``) for an attempt to switch the guard checker off. It is an option command now: CHEATING
-  where it switches a kernel check off, dropped before the proof where it is harmless (``Export Set Printing All.``
-  was ERROR with feedback about imports). ``Set Definitional UIP`` (a kernel conversion rule) joins the options
-  that switch a kernel check off.
-- Dafny soundness (a hole: OK for an unproved statement): a class member named like a datatype constructor of the
-  task (``const Red: Color := Green`` beside ``ensures c == Red``) shadows the constructor in the class's
-  specification, and the shadow check only knew member and field names: OK. Every type, module and constructor name
-  the task declares is now protected too: CHEATING.
-- Dafny fairness: a program that left a context declaration out altogether (its name declared nowhere: a model that
-  sent only its method) was CHEATING; it is ERROR, saying to copy the context, and never OK. A declaration declared
-  again (changed, moved into a module, a class member, a constructor or type of that name) is CHEATING as before.
-- Dafny fairness: a target clause wrapped whole in parentheses (``ensures (y >= 0)``), or two clauses written as one
-  conjunction (``ensures A && B``), was CHEATING ('ensures changed'); clauses now compare conjunct by conjunct.
-
-Pinned (already right): a leak behind ``abstract ... using foo``; ``Abort All``, ``Fail Fail Admitted``,
-``Register``, ``Strategy``, ``Add LoadPath``, ``Locate File`` inside a proof; Software-Foundations-style proofs
-(comments after bullets, ``--``, ``2:{``, ``Defined``); honest Dafny with ``print``, ``calc``, ``match``, labels,
-strings and comments that spell cheats, primed identifiers, classes, ``const``, ``newtype``, a target ``decreases``.
+Moved from the red-team rounds (tests/redteam/ROUNDS.md: what each round found and fixed):
+round 7.
 """
 
 from __future__ import annotations
@@ -37,157 +13,7 @@ from __future__ import annotations
 import pytest
 
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.base import Rejected
-from proofgym.envs.verifiers.coq.proof import normalize_proof
-from tests.test_dafny_redteam import SUM_CTX, SUM_IMPL, SUM_STMT
-
-ADD_0 = "Lemma t (n : nat) : n + 0 = n."
-ADD_0_FORALL = "Lemma t : forall n : nat, n + 0 = n."
-COMM = "Lemma t (n m : nat) (H : m <= n) : n + m = m + n."
-IND = "induction n; simpl; congruence."
-
-
-def _coq(tid: str, statement: str = ADD_0, context: str = "", qualid: str = "") -> Task:
-    metadata: dict[str, object] = {"allowed_axioms": []}
-    if qualid:
-        metadata["qualid"] = qualid
-    return Task(id=f"rt7.{tid}", system="coq", context=context, statement=statement,
-                reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata=metadata)
-
-
-def _rejected(proof: str, statement: str = ADD_0) -> Rejected:
-    with pytest.raises(Rejected) as info:
-        normalize_proof(proof, statement)
-    return info.value
-
-
-@pytest.fixture(scope="module")
-def coq(audited_coq):
-    return audited_coq
-
-
-# ---------------------------------------------------------------------------------------------
-# Coq fairness: a restated statement with its binders on the other side of the colon
-
-
-@pytest.mark.parametrize(("statement", "proof", "bridge"), [
-    (ADD_0, f"Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. {IND} Qed.", "(revert n)."),
-    (COMM, "Lemma t : forall (n m : nat) (H : m <= n), n + m = m + n.\nProof. intros n m H. auto. Qed.",
-     "(revert n m H)."),
-    (COMM, "Lemma t (n : nat) : forall (m : nat) (H : m <= n), n + m = m + n.\nProof. intros m H. auto. Qed.",
-     "(revert m H)."),
-    (ADD_0_FORALL, f"Lemma t (n : nat) : n + 0 = n.\nProof. {IND} Qed.", "(intros n)."),
-    (ADD_0_FORALL, "Lemma t (n : nat) : n + 0 = n.\nProof (eq_sym (plus_n_O n)).", "(intros n)."),
-    (ADD_0, f"Lemma t (n:nat) :\n  n + 0 = n.\nProof. {IND} Qed.", ""),  # the same split: nothing to bridge
-])
-def test_a_restated_statement_gets_its_own_goal(statement: str, proof: str, bridge: str):
-    """Fairness hole (fixed): the proof of a copy that binds on the other side of the colon ran on the task's goal
-    (``intros n`` then fails: FAIL). The bridge runs right after the opener; a copy with the same split gets none."""
-    sentences = normalize_proof(proof, statement).sentences
-    if bridge:
-        at = 1 if sentences[0].startswith("Proof") else 0
-        assert sentences[at] == bridge, sentences
-    else:
-        assert not any(s.startswith(("(revert", "(intros")) for s in sentences), sentences
-
-
-@pytest.mark.parametrize("proof", [
-    f"Theorem add_0_r : forall n, n + 0 = n.\nintro n. {IND}",  # `forall n` without its type
-    "Lemma t (n m : nat) : m <= n -> n + m = m + n.\nProof. auto. Qed.",  # an arrow for the binder (H : m <= n)
-])
-def test_a_copy_that_is_not_the_same_statement_is_error_as_before(proof: str):
-    statement = COMM if "m <= n" in proof else ADD_0
-    assert _rejected(proof, statement).verdict == "ERROR"
-
-
-def test_the_bridge_goes_before_imports_and_requires_keep_their_place():
-    norm = normalize_proof("Import Nat.\nLemma t : forall n : nat, n + 0 = n.\nProof with auto. Require Import Arith. "
-                           "intros n. auto. Qed.", ADD_0)
-    assert norm.sentences == ("Proof with (auto).", "Import Nat.", "(revert n).", "(intros n).", "(auto).", "Qed.")
-    assert norm.requires[0].at == 3  # the Require stood after the opener, before `intros n`
-
-
-@pytest.mark.parametrize("proof", [
-    "Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. admit. Qed.",
-    "Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. Admitted.",
-    "Lemma t : forall n : nat, n + 0 = S n.\nProof. intros n. Admitted.",
-    "Lemma t : forall n : nat, n + 0 = n.\nProof. revert n. Qed. Lemma t : True. Proof. exact I. Qed.",
-])
-def test_a_cheat_after_a_restated_statement_is_still_cheating(proof: str):
-    assert _rejected(proof).verdict == "CHEATING"
-
-
-def test_a_changed_statement_in_forall_form_is_still_error():
-    rejected = _rejected("Lemma t : forall n : nat, 0 + n = n.\nProof. intros n. reflexivity. Qed.")
-    assert rejected.verdict == "ERROR" and "not the task's statement" in rejected.reasons[0]
-
-
-HONEST_RESTATED = {
-    "forall-then-intros": (ADD_0, f"Lemma t : forall n : nat, n + 0 = n.\nProof. intros n. {IND} Qed."),
-    "forall-theorem-intro": (ADD_0, f"Theorem t : forall (n : nat), n + 0 = n.\nProof.\n  intro n.\n  {IND}\nQed."),
-    "forall-three": (COMM, "Lemma t : forall (n m : nat) (H : m <= n), n + m = m + n.\n"
-                           "Proof. intros n m H. apply Nat.add_comm. Qed."),
-    "binders-then-simpl": (ADD_0_FORALL, f"Lemma t (n : nat) : n + 0 = n.\nProof. simpl. {IND} Qed."),
-    "binders-proof-term": (ADD_0_FORALL, "Lemma t (n : nat) : n + 0 = n.\nProof (eq_sym (plus_n_O n))."),
-}
-
-
-@pytest.mark.prover
-@pytest.mark.parametrize(("statement", "proof"), list(HONEST_RESTATED.values()), ids=list(HONEST_RESTATED))
-def test_a_proof_of_the_restated_form_is_ok(coq, statement: str, proof: str):
-    """Was FAIL (``sentence 2 failed: (intros n).``); now OK, audited by coqc + coqchk."""
-    result = coq.check(_coq("restated", statement, "Require Import Arith.\n" if statement == COMM else ""), proof)
-    assert result.verdict is Verdict.OK and result.audited, result
-
-
-@pytest.mark.prover
-@pytest.mark.parametrize("proof", [
-    "Lemma t : forall n : nat, n = S n.\nProof. intros n. Qed.",
-    "Lemma t : 1 = 2.\nProof. revert n. Qed.",
-    "Lemma t (n : nat) : 1 = 2.\nProof. intros n. reflexivity. Qed.",
-])
-def test_the_bridge_never_proves_a_false_goal(coq, proof: str):
-    result = coq.check(_coq("false", "Lemma t : forall n : nat, n = S n."), proof)
-    assert result.verdict is not Verdict.OK, result
-
-
-# ---------------------------------------------------------------------------------------------
-# Coq: ``Export Set`` / ``Export Unset`` are option commands
-
-
-@pytest.mark.parametrize("proof", [
-    f"Export Unset Guard Checking.\nProof. {IND} Qed.",
-    f"Export Unset Positivity Checking.\nProof. {IND} Qed.",
-    f"Export  Unset\nUniverse Checking.\n{IND}",
-    f"Proof. Export Unset Guard Checking. {IND} Qed.",
-    f"Proof. {IND} Qed. Export Unset Guard Checking.",
-    f"Set Definitional UIP.\nProof. {IND} Qed.",
-    f"Export Set Definitional UIP.\nProof. {IND} Qed.",
-])
-def test_export_unset_of_a_kernel_check_is_cheating(proof: str):
-    """Was a hole in classification (fixed): sent as ``Import Unset Guard Checking.``, ERROR from Coq."""
-    rejected = _rejected(proof)
-    assert rejected.verdict == "CHEATING", rejected.reasons
-
-
-def test_export_set_of_a_harmless_option_before_the_proof_is_dropped():
-    """The other side: ``Export Set Printing All.`` before the proof was ERROR ("import only modules..."); it is a
-    harmless option, dropped like ``Set Printing All.`` there. ``Import``/``Export`` of modules still move."""
-    assert normalize_proof(f"Export Set Printing All.\nProof. {IND} Qed.", ADD_0).sentences == (
-        "Proof.", f"({IND[:-1]}).", "Qed.")
-    assert normalize_proof(f"Export Settings.\nImport Unsetter.\nProof. {IND} Qed.", ADD_0).sentences == (
-        "Proof.", "Import Settings.", "Import Unsetter.", f"({IND[:-1]}).", "Qed.")
-
-
-@pytest.mark.prover
-def test_export_unset_guard_checking_is_cheating_on_the_real_coq(coq):
-    task = _coq("guard", "Lemma t : 1 = 2.")
-    proof = "Export Unset Guard Checking.\nProof. exact ((fix f (n : nat) : 1 = 2 := f n) 0). Qed."
-    result = coq.check(task, proof)
-    assert result.verdict is Verdict.CHEATING, result
-    honest = coq.check(_coq("printing"), f"Export Set Printing All.\nProof. {IND} Qed.")
-    assert honest.verdict is Verdict.OK, honest
-
+from tests.redteam.test_dafny_cheats import SUM_CTX, SUM_IMPL, SUM_STMT
 
 # ---------------------------------------------------------------------------------------------
 # Dafny fairness: the task's context left out altogether
@@ -199,7 +25,7 @@ def test_export_unset_guard_checking_is_cheating_on_the_real_coq(coq):
 # whose name the program declares again (changed, moved into a module, a class member, a constructor, a type) is
 # still CHEATING, and so is every other cheat next to a left-out declaration.
 
-# The array-sum program of test_dafny_redteam, its context and statement as they are there.
+# The array-sum program of test_dafny_cheats, its context and statement as they are there.
 SUM_BODY = SUM_IMPL[len(SUM_STMT):]
 ABS_STMT = "method Abs(x: int) returns (y: int)\n  ensures y >= 0\n  ensures y == x || y == -x\n"
 ABS_BODY = "{\n  if x < 0 {\n    y := -x;\n  } else {\n    y := x;\n  }\n}\n"
@@ -378,76 +204,6 @@ def test_an_equivalent_contract_not_shown_weaker_is_error():
     assert result.verdict is Verdict.ERROR and "keep the task's header as written" in result.reasons[0], result
 
 
-# ---------------------------------------------------------------------------------------------
-# Pinned: new cases proofgym already judged right this round (both sides)
-
-LEAK_STATEMENT = "Lemma app_nil_r (A : Type) (l : list A) : l ++ nil = l."
-
-
-@pytest.mark.prover
-@pytest.mark.parametrize("proof", [
-    "Proof. abstract (auto with datatypes) using foo. Qed.",
-    "Proof. assert (H : forall B (k : list B), k ++ nil = k) by (abstract (auto with datatypes) using foo). "
-    "apply H. Qed.",
-    "Proof. abstract (apply app_nil_r) using foo. Qed.",
-])
-def test_a_leak_behind_a_named_abstract_is_cheating(coq, proof: str):
-    """``abstract ... using foo`` names its auxiliary constant freely (not ``t_subproof``): Coq 8.16 inlines it into
-    the Qed'd term, so the leak audit still reads the original lemma's use."""
-    for qualid in ("Coq.Lists.List.app_nil_r", ""):
-        task = _coq("leak", LEAK_STATEMENT, "Require Import List.\n", qualid)
-        result = coq.check(task, proof)
-        assert result.verdict is Verdict.CHEATING, (qualid, result)
-
-
-@pytest.mark.parametrize(("proof", "verdict"), [
-    ("Proof. Abort All.", "FAIL"),
-    (f"Proof. {IND} Qed. Abort All.", "CHEATING"),
-    ("Proof. Fail Fail Admitted.", "CHEATING"),
-    ("Proof. Fail Qed. Admitted.", "CHEATING"),
-    ("Proof. Local Unset Guard Checking. Qed.", "CHEATING"),
-    ('Proof. Add LoadPath "/tmp" as X. Qed.', "CHEATING"),
-    ("Proof. Register t as core.True.type. Qed.", "CHEATING"),
-    ("Proof. Strategy expand [plus]. Admitted.", "CHEATING"),
-    ("Proof. Test Guard Checking. Admitted.", "CHEATING"),
-    ('Proof. Locate File "x". Admitted.', "CHEATING"),
-    ("Proof. Grab Existential Variables. Qed.", "ERROR"),  # not a Coq 8.16 command at all: unlisted (issue 26)
-    ("Proof. 2: Focus. Qed.", "ERROR"),  # a focus under a selector does not parse; it proves nothing (issue 26)
-])
-def test_pinned_coq_refusals(proof: str, verdict: str):
-    assert _rejected(proof).verdict == verdict
-
-
-@pytest.mark.parametrize("command", ["Strategy expand [plus].", "Test Guard Checking.", 'Locate File "x".'])
-def test_a_setting_or_query_inside_a_proof_is_dropped(command: str):
-    """Issue 26: these were CHEATING; none can make an unproved statement pass (a conversion strategy for tactics, a
-    query that is never sent), so each is dropped with a note and the proof is checked (the cheat beside it stays
-    CHEATING in test_pinned_coq_refusals)."""
-    normalized = normalize_proof(f"Proof. {command} {IND} Qed.", ADD_0)
-    assert normalized.sentences == ("Proof.", f"({IND[:-1]}).", "Qed.")
-    assert any("dropped" in n and command in n for n in normalized.notes)
-
-
-HONEST_SF_STYLE = {
-    "comments-after-bullets": "Proof.\n  induction n as [| n' IHn'].\n  - (* n = 0 *) reflexivity.\n"
-                              "  - (* n = S n' *) simpl. rewrite -> IHn'. reflexivity.  Qed.",
-    "double-bullets": "Proof.\n  induction n as [| n' IHn'].\n  -- reflexivity.\n  -- simpl.\n"
-                      "     rewrite IHn'. reflexivity.\nQed.",
-    "selector-brace-glued": "Proof. induction n. 2:{ simpl. rewrite IHn. reflexivity. } reflexivity. Qed.",
-    "string-and-comment-saying-admit": 'Proof. idtac "admit is not used". (* we do not admit *) '
-                                       f"{IND} Qed.",
-    "doc-comment-after-qed": f"Proof. {IND}\nQed. (** Done *)\n\n(* Qed. *)",
-    "defined": "Proof. exact (eq_sym (plus_n_O n)). Defined.",
-}
-
-
-@pytest.mark.prover
-@pytest.mark.parametrize("proof", list(HONEST_SF_STYLE.values()), ids=list(HONEST_SF_STYLE))
-def test_pinned_honest_coq_styles_are_ok(coq, proof: str):
-    result = coq.check(_coq("sf"), proof)
-    assert result.verdict is Verdict.OK, result
-
-
 HONEST_DAFNY = {
     "main-with-print": ABS_STMT + ABS_BODY + 'method Main() {\n  var y := Abs(-3);\n  print y, "\\n";\n}\n',
     "ghost-calc": ABS_STMT + "{\n  ghost var z := x * x;\n  calc {\n    z;\n    ==\n    x * x;\n  }\n"
@@ -488,6 +244,8 @@ COLOR_CTX = "datatype Color = Red | Green\n"
 LAMP_STMT = "class Lamp {\n  var c: Color\n  method TurnRed()\n    modifies this\n    ensures c == Red\n"
 POINT_CTX = ("datatype Point = Point(x: int, y: int)\ndatatype Tree = Leaf | Node(left: Tree, v: int, right: Tree)\n"
              "function Size(t: Tree): nat { match t case Leaf => 0 case Node(l, _, r) => Size(l) + 1 + Size(r) }\n")
+
+
 POINT_STMT = "method Origin() returns (p: Point)\n  ensures p.x == 0 && p.y == 0\n"
 
 

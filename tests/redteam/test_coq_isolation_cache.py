@@ -1,8 +1,11 @@
-"""Red team, round 4: the verifier mechanisms added for speed (the Coq isolation cache's segment chain, environment
-baselines kept on disk, the allow-list computed from a task's reference) against the real Coq.
+"""Red team, Coq: the mechanisms added for speed never change a verdict. The isolation cache's segment chain,
+environment baselines (on disk and in memory), the allow-list computed from a task's reference, and names that
+reach into the cache (``Top.``, the cache's module name) each give the serial, uncached verifier's verdict; a
+baseline or reference that times out is a harness failure or keeps its honest verdict, never CHEATING.
 
-Each test pins a verdict the serial, uncached verifier gives (or the file's own meaning): the holes found in this
-round fail without their fixes; the rest guard a rule nobody had tested yet.
+Moved from the red-team rounds (tests/redteam/ROUNDS.md: what each round found and fixed):
+rounds 4, 5 and 6 (each round's helpers keep their task-id prefix; where two rounds had one name,
+the later one carries _r<round>).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ def test_an_earlier_segments_notation_does_not_come_back_over_a_later_import(tmp
 
 
 F = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n"
+
+
 # A replayed sentence (after the cached module is imported) that something not replayed overrode in the file: a
 # Global command in a closed section, an Arguments of a closed module (global there).
 OVERRIDDEN = {
@@ -160,40 +165,128 @@ def test_a_proof_naming_a_context_lemma_by_its_top_name_has_the_uncached_verdict
         assert result.verdict is Verdict.CHEATING and "f1" in " ".join(result.reasons), result
 
 
-def test_the_verdict_cache_key_covers_what_decides_a_verdict():
-    """A pool's repeat is answered from its verdict cache only for the same task in every field (its allow-list,
-    context, deadline), the same proof text and the same verifier settings (fast tier)."""
-    from dataclasses import replace
+ADD_0 = "Lemma t (n : nat) : n + 0 = n."
+IND = "induction n; simpl; congruence."
 
-    from proofgym.envs.verifiers.pool.cache import cache_key
 
-    task = _task("vc", "Require Import Classical.\n", "Lemma em (P : Prop) : P \\/ ~ P.", "Proof. apply classic. Qed.")
-    proof, settings = "Proof. apply classic. Qed.", repr(("coq", [("audit", "never")]))
-    key = cache_key(task, proof, settings)
-    assert cache_key(replace(task), proof, settings) == key
-    others = [replace(task, metadata={"allowed_axioms": ["Coq.Logic.Classical_Prop.classic"]}),
-              replace(task, context="Require Import Classical.\nSection S.\n"), replace(task, timeout_s=5)]
-    assert len({key, *(cache_key(t, proof, settings) for t in others)}) == 4
-    assert cache_key(task, proof + " ", settings) != key
-    assert cache_key(task, proof, repr(("coq", [("audit", "always")]))) != key
+def _coq(tid: str, statement: str = ADD_0, context: str = "") -> Task:
+    return Task(id=f"rt5.{tid}", system="coq", context=context, statement=statement,
+                reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata={"allowed_axioms": []})
+
+
+def _library_r5(folder: Path, text: str) -> None:
+    (folder / "A.v").write_text(text, encoding="utf-8")
+    subprocess.run(["coqc", "-Q", ".", "RT5Lib", "A.v"], cwd=folder, check=True, capture_output=True)
 
 
 @pytest.mark.prover
-def test_a_dafny_budget_that_runs_out_is_timeout_never_ok_nor_cheating():
-    """Dafny's rlimit: an honest program whose helper runs out of z3's budget is TIMEOUT (not a dropped obligation
-    called CHEATING), and a false helper that runs out never makes the target OK."""
-    from tests.test_dafny_common import NO_DAFNY, have_dafny
+@requires_coq
+@pytest.mark.parametrize("cached", [False, True], ids=["replayed", "isolation-cache"])
+def test_a_library_rebuilt_while_the_verifier_runs_does_not_keep_a_stale_baseline(cached: bool, tmp_path: Path):
+    """Was a hole (fixed this round): `_baseline_cache` is keyed by the context text alone and `IsolationCache._load_path_libraries` is read
+    once per process, so after an in-place rebuild that adds an Admitted lemma, the next session (here: after the
+    context's session was evicted) skips Print Assumptions, and `exact bad` proves 1 = 2: OK, not CHEATING.
+    Round 4 fixed the same staleness across two verifiers (on disk); within one it is still open."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
 
-    if not have_dafny():
-        pytest.skip(NO_DAFNY)
-    from proofgym.envs.verifiers.dafny import DafnyVerifier
-    from tests.test_dafny_redteam import FALSE
-    from tests.test_deterministic_budgets import DAFNY_TASK
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _library_r5(lib, "Definition x := 0.\nLemma helper : x = 0. Proof. reflexivity. Qed.\n")
+    context = "Require Import RT5Lib.A.\nDefinition y := 0.\n"
+    honest = _coq("lib_ok", "Lemma t : x = 0.", context)
+    cheat = _coq("lib_cheat", "Lemma t2 : 1 = 2.", context)
+    other = _coq("other", "Lemma u : 1 = 1.", "Definition other := 1.\n")
+    where = {"isolation_dir": str(tmp_path / "iso")} if cached else {"isolation_cache": False}
+    with CoqVerifier(audit="never", max_sessions=1, extra_args=("-Q", str(lib), "RT5Lib"), **where) as v:
+        assert [v.check(honest, "Proof. exact helper. Qed.").verdict for _ in range(2)] == [Verdict.OK] * 2
+        _library_r5(lib, "Definition x := 0.\nLemma helper : x = 0. Proof. reflexivity. Qed.\n"
+                         "Lemma bad : 1 = 2. Admitted.\n")
+        assert v.check(other, "Proof. reflexivity. Qed.").verdict is Verdict.OK  # evicts the context's session
+        result = v.check(cheat, "Proof. exact bad. Qed.")
+    assert result.verdict is Verdict.CHEATING and "bad" in " ".join(result.reasons), result
 
-    helper = "lemma Helper(n: nat)\n  ensures n * (n + 1) / 2 >= 0\n{\n}\n"
-    false_helper = "lemma Helper()\n  ensures false\n{\n}\nlemma Impossible()\n  ensures false\n{\n  Helper();\n}\n"
-    with DafnyVerifier(audit="never", rlimit=100_000) as verifier:
-        honest = verifier.check(DAFNY_TASK, helper + DAFNY_TASK.reference_proof)
-        cheat = verifier.check(FALSE, false_helper)
-    assert honest.verdict is Verdict.TIMEOUT, honest
-    assert cheat.verdict is not Verdict.OK, cheat
+
+@pytest.mark.prover
+@requires_coq
+def test_a_reference_that_times_out_does_not_make_an_honest_proof_cheating():
+    """Was a hole (fixed this round): without ``allowed_axioms`` the allow-list is what the reference proof needs; a reference that runs past
+    ``timeout_s`` (here: forever; on a loaded machine, a slow one once) gave an empty list, kept by
+    ``_allowed_cache``, so every later proof by ``classic`` is CHEATING (-1) for the verifier's life (and the pool's
+    verdict cache keeps those). Not knowing the allow-list is a harness failure (or a task error), never a cheat."""
+    from proofgym.envs.errors import VerifierError
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = Task(id="rt5.allow", system="coq", context="Require Import Classical.\n",
+                statement="Lemma em (P : Prop) : P \\/ ~ P.",
+                reference_proof="Proof. let rec loop := idtac; loop in loop. apply classic. Qed.",
+                category="P1", timeout_s=3)
+    with CoqVerifier(audit="never", isolation_cache=False) as v:
+        try:
+            result = v.check(task, "Proof. apply classic. Qed.")
+        except VerifierError:
+            return  # a harness failure: no reward, and nothing kept
+        assert result.verdict is not Verdict.CHEATING, result
+
+
+@pytest.mark.prover
+@requires_coq
+def test_a_top_name_after_an_empty_context_task_has_the_uncached_verdict(tmp_path: Path):
+    """Was a hole (fixed this round): round 4's replayed sessions are keyed ``NUL replayed NUL + context``, and the session of the empty
+    context (key "") is a prefix of every key: after any task with no context, a proof writing ``Top.`` made the
+    verifier extend that session with the key's NUL bytes, and the check raised ContextLoadError (a task error)."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    f = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n"
+    top = _coq("top", "Lemma t : f 1 = 1.", f + "Lemma f1 : f 1 = 1. Proof. reflexivity. Qed.\n")
+    with CoqVerifier(audit="never", isolation_dir=str(tmp_path)) as v:
+        assert v.check(_coq("empty", "Lemma t0 : 1 = 1."), "Proof. reflexivity. Qed.").verdict is Verdict.OK
+        assert v.check(top, "Proof. exact Top.f1. Qed.").verdict is Verdict.OK
+
+
+@pytest.mark.prover
+@requires_coq
+def test_an_environment_baseline_that_times_out_is_a_harness_failure_not_cheating(monkeypatch: pytest.MonkeyPatch):
+    """Was a hole (fixed this round): a short allow-list name (``classic``) is only allowed when it names one axiom
+    of the environment, which the context's standalone compile tells; when that compile ran past its deadline (a
+    loaded machine), the check failed closed as CHEATING, and the pool's verdict cache kept it. Not knowing the
+    environment is a harness failure: no reward, nothing cached."""
+    from proofgym.envs.errors import VerifierError
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    task = Task(id="rt5.baseline", system="coq", context="Require Import Classical.\n",
+                statement="Lemma em (P : Prop) : P \\/ ~ P.", reference_proof="Proof. apply classic. Qed.",
+                category="P1", metadata={"allowed_axioms": ["classic"]})
+    with CoqVerifier(audit="never", isolation_cache=False) as v:
+        monkeypatch.setattr(v, "_compile_and_check", lambda source, timeout_s: None)  # what a timeout returns
+        with pytest.raises(VerifierError, match="context_timeout_s"):
+            v.check(task, "Proof. apply classic. Qed.")
+        monkeypatch.undo()
+        assert v.check(task, "Proof. apply classic. Qed.").verdict is Verdict.OK  # and nothing wrong was kept
+
+
+def _coq_r6(tid: str, statement: str = ADD_0, context: str = "") -> Task:
+    return Task(id=f"rt6.{tid}", system="coq", context=context, statement=statement,
+                reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata={"allowed_axioms": []})
+
+
+@pytest.mark.prover
+@requires_coq
+@pytest.mark.parametrize("prefix", ["", "PGIso."])
+def test_the_isolation_cache_module_name_gets_the_uncached_verdict(tmp_path, prefix: str):
+    """Was a hole (fixed): a context served from the isolation cache is the module ``PGIso.C<key>``, which a
+    replayed (uncached) context has no trace of, so ``exact C<key>.f1`` was OK with the cache and FAIL without:
+    a verdict that depended on the cache (and on which pool worker had the context cached). Such a proof now
+    runs on the replayed session, as ``Top.`` names do (round 4), and gets the uncached verdict everywhere."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    context = "Definition f (n : nat) := match n with 0 => 0 | S m => S m end.\n" \
+              "Lemma f1 : f 1 = 1. Proof. reflexivity. Qed.\n"
+    task = _coq_r6("iso_name", "Lemma t : f 1 = 1.", context)
+    verdicts = []
+    for where in ({"isolation_dir": str(tmp_path)}, {"isolation_cache": False}):
+        with CoqVerifier(audit="never", **where) as v:
+            assert v.check(task, "Proof. exact f1. Qed.").verdict is Verdict.OK
+            if v.isolation is not None:
+                module = v.isolation.plan(v._with_prelude(task).context).module
+            verdicts.append(v.check(task, f"Proof. exact {prefix}{module}.f1. Qed.").verdict)
+    assert verdicts == [Verdict.FAIL, Verdict.FAIL]
