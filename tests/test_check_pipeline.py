@@ -51,6 +51,28 @@ def test_chunk_results_come_back_in_order_with_their_payloads():
         list(check_while_generating([], lambda tasks, proofs: [], depth=-1))
 
 
+def test_a_generation_error_comes_back_without_waiting_for_the_checks_in_flight():
+    """Ctrl-C or a crash while chunk 2 generates reaches the caller at once, not after chunk 1's checks: the check
+    below only finishes once the test has seen the error (give_up_s keeps a regression from hanging)."""
+    import threading
+
+    seen_error, check_done = threading.Event(), threading.Event()
+
+    def check(tasks, proofs):
+        seen_error.wait(60)
+        check_done.set()
+        return list(proofs)
+
+    def chunks():
+        yield 1, [], ["a"]
+        raise KeyboardInterrupt  # generating chunk 2
+
+    with pytest.raises(KeyboardInterrupt):
+        list(check_while_generating(chunks(), check, depth=1))
+    assert not check_done.is_set()  # the error came back while chunk 1 was still being checked
+    seen_error.set()
+
+
 def test_sampling_checks_a_batch_while_the_next_one_generates(tiny_tokenizer):
     tasks = load_tasks("coq-tiny")
     policy = FakeScriptedGenerator(tiny_tokenizer, replies(tasks))

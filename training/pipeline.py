@@ -68,8 +68,9 @@ def check_while_generating(chunks: Iterable[tuple[Payload, Sequence[Task], Seque
         while inflight:
             done_payload, future = inflight.popleft()
             yield done_payload, future.result()
-    finally:  # an error (or a caller that stops early): checks not started are dropped, running ones finish
-        executor.shutdown(wait=True, cancel_futures=True)
+    finally:  # an error, Ctrl-C or a caller that stops early: checks not started are dropped, and a running one
+        # is not waited for (its result is dropped; a pool closed under it makes it a harness failure, not an error)
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 def check_nonempty(check: Callable[[Sequence[Task], Sequence[str]], list[Any]]
