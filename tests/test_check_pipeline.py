@@ -149,3 +149,34 @@ def test_the_repair_chunk_is_a_grpo_setting(tmp_path):
         parse_config(ProofGRPOConfig, ["--output_dir", str(tmp_path), "--repair_generation_chunk", "-1"])
     with pytest.raises(ValueError, match="generation_chunk must be >= 1"):
         RepairRollout([], None, generation_chunk=0)
+
+
+@pytest.mark.slow
+@pytest.mark.prover
+@requires_coq
+def test_a_chunked_repair_rollout_on_two_ranks_stays_in_lockstep_and_checks_every_turn_once(tmp_path, tiny_suite):
+    """repair_generation_chunk 1 under torchrun --nproc_per_node 2 (gloo) with Coq: each turn is generated one
+    episode at a time, checked while the next generates, and a rank with fewer live episodes generates padding
+    chunks (checked by nobody) so that both ranks make the same generate calls; the run ends with the same weights
+    on both ranks, and every turn of every episode is checked once. The harness is test_train_distributed_more's
+    (its ranks, its recording). Whether the weights move depends on the samples (a step whose groups all score
+    alike changes nothing), so that is not asserted here."""
+    pytest.importorskip("trl")
+    from proofgym.agents.tiny_model import build_tiny_model
+    from proofgym.training.data import reference_completion
+    from tests import test_train_distributed_more as harness
+    from tests.distributed_common import check_lines, rank_records, torchrun
+
+    teach = [(prompt_messages(t, context_chars=harness.CONTEXT_CHARS), reference_completion(t))
+             for t in load_tasks(tiny_suite)]  # as the harness's taught_model: Coq accepts some samples, not all
+    model = build_tiny_model(tmp_path / "taught", teach=teach, teach_steps=400)
+    out, checks, record = harness._dirs(tmp_path)
+    argv = harness._grpo_argv(model, tiny_suite, out, "--max_turns", "2", "--repair_generation_chunk", "1")
+    torchrun(harness.THIS, argv, cwd=tmp_path, timeout=900, env={
+        "PROOFGYM_FAKE_CHECK_LOG": str(checks), "PROOFGYM_TEST_RECORD": str(record)})
+    r0, r1 = rank_records(record)
+    assert r0["global_step"] == r1["global_step"] == 2 and r0["end"] == r1["end"]  # no rank left behind
+    table = harness._completions(out)
+    lines = check_lines(checks)
+    assert len(table) == 2 * 4 and len(lines) == int(table["turns"].sum())
+    assert {r for r, _, _ in lines} == {"0", "1"}
