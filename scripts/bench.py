@@ -58,7 +58,7 @@ import proofgym  # noqa: F401 - registers the envs
 from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.systems import wired_systems
-from proofgym.envs.types import Task
+from proofgym.envs.types import CheckResult, Task
 from proofgym.envs.verifiers import base
 from proofgym.envs.verifiers.pool import LocalVerifierPool, routing_key
 from proofgym.envs.verifiers.sandbox.procfs import cpu_seconds, descendants, rss_bytes
@@ -267,9 +267,9 @@ def throughput(workers: int, tasks: list[Task], checks: int, engine: str = "loca
                 cpu0, start = _tree_cpu_s(os.getpid()), time.perf_counter()
                 results = list(pool.imap_unordered(work))
                 elapsed, cpu = time.perf_counter() - start, _tree_cpu_s(os.getpid()) - cpu0
-                bad = [r for r in results if r.harness_failure]
+                bad = [r.failure for r in results if r.failure is not None]
                 if bad:
-                    raise SystemExit(f"harness failures during the benchmark: {bad[0].harness_error}")
+                    raise SystemExit(f"harness failures during the benchmark: {bad[0].message}")
                 best_rate = max(best_rate, checks / elapsed)
                 best_cpu_rate = max(best_cpu_rate, checks / cpu if cpu > 0 else 0.0)
         return best_rate, best_cpu_rate, peak.peak, peak.peak_processes
@@ -441,7 +441,7 @@ def grpo_batch(work: list[tuple[Task, str]], workers: int, *, system_kwargs: dic
     ran = [r.result.wall_s for r in results if r.result is not None and r.worker != "cache"]
     verdicts: dict[str, int] = {}
     for r in results:
-        key = r.verdict.value if r.verdict is not None else f"harness:{r.error_kind}"
+        key = r.outcome.verdict.value if isinstance(r.outcome, CheckResult) else f"harness:{r.outcome.boundary.value}"
         verdicts[key] = verdicts.get(key, 0) + 1
     out: dict[str, Any] = {
         "checks": len(work), "workers": workers, "wall_s": elapsed, "rate": len(work) / elapsed,

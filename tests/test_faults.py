@@ -26,7 +26,7 @@ from proofgym.envs.errors import ProofgymError
 from proofgym.envs.proof_env import load_task_list
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.envs.verifiers.pool import Boundary, LocalVerifierPool
 from proofgym.envs.verifiers.sandbox import procfs
 from proofgym.training import eval_runs as evaluate  # ensure_writable lives there
 from proofgym.training.evaluate import EvalOptions, ReferenceAgent, read_results, run_eval
@@ -69,8 +69,8 @@ def test_fake_worker_dying_mid_check_is_retried_once_then_a_harness_failure(tmp_
         assert by_id == Counter({rid: 1 for rid, _, _ in requests}), "one result per request, no loss, no duplicate"
         final = {r.request_id: r for r in results}
         assert final["once"].verdict is Verdict.OK and final["once"].attempts == 2
-        assert final["always"].harness_failure and final["always"].error_kind == "worker_died"
-        assert final["always"].attempts == 2 and "SIGKILL" in final["always"].harness_error
+        assert final["always"].harness_failure and final["always"].failure.boundary is Boundary.WORKER_DIED
+        assert final["always"].attempts == 2 and "SIGKILL" in final["always"].failure.message
         assert all(final[f"r{i}"].verdict is Verdict.OK for i in range(6))
         assert pool.wait_ready(60)  # recovered: every slot has a live worker again
         stats = pool.stats()
@@ -258,9 +258,9 @@ def test_vanished_prover_binary_is_reported_not_hung(tmp_path, tiny_suite):
         later = pool.check_batch([(tasks["tiny.lia"], tasks["tiny.lia"].reference_proof),
                                   (tasks["tiny.app_nil"], tasks["tiny.app_nil"].reference_proof)])
         for res in later:
-            assert res.harness_failure and res.error_kind == "verifier", res
-            assert "coqidetop" in res.harness_error and RewardMap()(res.result) is None
+            assert res.harness_failure and res.failure.boundary is Boundary.VERIFIER, res
+            assert "coqidetop" in res.failure.message and RewardMap()(res.result) is None
         # Fresh verifiers (after the failure) refuse to start at all: still a value, still prompt.
         again = pool.check_batch([(tasks["tiny.add_0_r"], tasks["tiny.add_0_r"].reference_proof)])[0]
-        assert again.harness_failure and "not found" in again.harness_error
+        assert again.harness_failure and "not found" in again.failure.message
         assert pool.stats()["workers_alive"] == 1

@@ -99,14 +99,14 @@ def test_the_reward_hands_out_the_pool_results_it_got(tiny_suite):
     pool = _ScriptPool()
     reward = VerifierReward(tasks, pool, format_bonus=0.1)
     results = reward.check_results(tasks[:2], ["fail", "broken"])
-    assert results[0].result.verdict is Verdict.FAIL and results[1].error_kind == "worker_died"
+    assert results[0].result.verdict is Verdict.FAIL and results[1].failure.boundary is Boundary.WORKER_DIED
     assert reward.reward_of(results[0].result) == 0.1  # the shaped reward, as the outcome has it
     assert [o.reward for o in reward.check(tasks[:2], ["fail", "broken"])] == [0.1, None]
 
     closed = LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier")
     closed.close()
     failed = VerifierReward(tasks, closed).check_results(tasks[:2], ["ok", "ok"])
-    assert [r.error_kind for r in failed] == ["closed", "closed"] and all(r.result is None for r in failed)
+    assert [r.failure.boundary for r in failed] == [Boundary.CLOSED, Boundary.CLOSED] and all(r.result is None for r in failed)
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.base import Budget
 from proofgym.envs.verifiers.hol_light import hol_light_installed
 from proofgym.envs.verifiers.pool import (
+    Boundary,
     CheckRequest,
     LocalVerifierPool,
     PoolClosed,
@@ -166,9 +167,9 @@ def test_verdicts_and_harness_failures_are_values(pool):
     results = {r.request_id: r for r in pool.imap_unordered(requests)}
     assert results["a"].verdict is Verdict.OK and REWARD(results["a"].result) == 1.0
     assert results["b"].verdict is Verdict.FAIL and results["c"].verdict is Verdict.CHEATING
-    assert results["d"].harness_failure and results["d"].error_kind == "verifier"
-    assert "VerifierCrashed" in results["d"].harness_error and REWARD(results["d"].result) is None
-    assert results["e"].error_kind == "task" and results["f"].error_kind == "verifier"
+    assert results["d"].harness_failure and results["d"].failure.boundary is Boundary.VERIFIER
+    assert "VerifierCrashed" in results["d"].failure.message and REWARD(results["d"].result) is None
+    assert results["e"].failure.boundary is Boundary.TASK and results["f"].failure.boundary is Boundary.VERIFIER
     assert results["g"].verdict is Verdict.ERROR  # a non-text proof is an ERROR verdict, as in the envs
     with pytest.raises(VerifierError):
         results["d"].raise_for_harness()
@@ -184,7 +185,7 @@ def test_a_prover_that_breaks_once_under_a_check_is_retried_on_a_fresh_verifier(
     assert result.verdict is Verdict.OK and result.attempts == 2, result
     assert result.result.messages[1] == "cold", "the retry ran on a freshly built verifier"
     again = pool.check_batch([(fake_task(1), "raise")])[0]  # breaks every time: reported after one retry
-    assert again.harness_failure and again.error_kind == "verifier" and again.attempts == 2
+    assert again.harness_failure and again.failure.boundary is Boundary.VERIFIER and again.attempts == 2
 
 
 def test_check_batch_keeps_input_order_and_check_raises_on_harness_failure(pool):
@@ -316,7 +317,7 @@ def test_close_is_idempotent_and_leaves_no_process():
     p.close()
     p.close()
     res = waiting.result(timeout=5)
-    assert res.harness_failure and res.error_kind == "closed"
+    assert res.harness_failure and res.failure.boundary is Boundary.CLOSED
     assert not any(_alive(pid) for pid in pids)
     with pytest.raises(PoolClosed):
         p.submit(fake_task(1), "ok")
@@ -325,7 +326,7 @@ def test_close_is_idempotent_and_leaves_no_process():
 def test_watchdog_kills_a_silent_check():
     with fake_pool(1, watchdog_s=1.0) as p:
         res = p.submit(fake_task(0), "hang").result(timeout=60)
-        assert res.error_kind == "watchdog" and res.attempts == 1  # a hang is not retried
+        assert res.failure.boundary is Boundary.WATCHDOG and res.attempts == 1  # a hang is not retried
         assert p.check(fake_task(1), "ok").verdict is Verdict.OK  # a fresh worker took over
 
 

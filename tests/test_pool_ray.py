@@ -27,6 +27,7 @@ from tests.test_pool import FakeVerifier, _alive, fake_task
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the ray extra: pip install 'proofgym[ray]'")
 
+from proofgym.envs.verifiers.pool import Boundary  # noqa: E402 - after the importorskip
 from proofgym.envs.verifiers.pool.ray_engine import RayVerifierPool, init_local_ray  # noqa: E402 - after the importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +104,7 @@ def test_ray_pool_completion_order_routing_and_harness_failures(fake_ray_pool, t
         by_context.setdefault(i % 2, set()).add(res.result.messages[0])
     assert all(len(pids) == 1 for pids in by_context.values()), "a context must stay on its warm worker"
     broken = pool.check_batch([(fake_task(9), "raise")])[0]
-    assert broken.harness_failure and broken.error_kind == "verifier" and RewardMap()(broken.result) is None
+    assert broken.harness_failure and broken.failure.boundary is Boundary.VERIFIER and RewardMap()(broken.result) is None
 
 
 def test_ray_pool_schedules_inside_a_node_as_the_local_pool_does(cluster):

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from proofgym.envs.tasks.suites import load_tasks
-from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.envs.verifiers.pool import Boundary, LocalVerifierPool
 from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 from proofgym.training.reward_service import (
     AsyncVerifierReward,
@@ -144,8 +144,8 @@ def test_closing_the_pool_makes_a_waiting_check_a_closed_harness_failure():
     pool = ServicePool(_free_port_url())
     pool.close()
     (result,) = pool.check_batch([(fake_task(0), "ok")])
-    assert result.result is None and result.error_kind == "closed"
-    assert pool.submit(fake_task(0), "ok").result().error_kind == "closed"
+    assert result.result is None and result.failure.boundary is Boundary.CLOSED
+    assert pool.submit(fake_task(0), "ok").result().failure.boundary is Boundary.CLOSED
 
 
 # -- prover tier: two ranks, one service ------------------------------------------------------------------

@@ -84,7 +84,7 @@ class _RankPool:
 
     def check_batch(self, pairs: list[tuple[Task, str]], timeout: float | None = None) -> list[Any]:
         verdict = Verdict.OK if self.rank == 0 else Verdict.FAIL
-        return [SimpleNamespace(result=CheckResult(verdict, messages=("stand-in",)), error_kind="", harness_error="")
+        return [SimpleNamespace(result=CheckResult(verdict, messages=("stand-in",)))
                 for _ in pairs]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from proofgym.envs.episode import Episode
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.pool import HarnessFailure
 
 
 class CheckProofEnv:
@@ -72,10 +73,10 @@ class CheckProofEnv:
         if self._episode.done or self._max_calls < 1:
             return f"No more checks: {self._max_calls} per answer. Give your final answer."
         outcome = self._pool.submit(self._task, proof).result()
-        if outcome.result is None:
-            self._episode.fail(proof, f"{outcome.error_kind}: {outcome.harness_error}")
-            return f"The checker itself failed ({outcome.error_kind}); this says nothing about the proof."
-        return self._episode.record(proof, outcome.result).feedback
+        if isinstance(outcome.outcome, HarnessFailure):
+            self._episode.fail(proof, str(outcome.outcome))
+            return f"The checker itself failed ({outcome.outcome.boundary.value}); this says nothing about the proof."
+        return self._episode.record(proof, outcome.outcome).feedback
 
 
 def environment_factory(tasks: Mapping[str, Task], pool: Any, **options: Any) -> Callable[[], CheckProofEnv]:

@@ -39,7 +39,7 @@ from proofgym.envs.proof_env import WholeProofEnv
 from proofgym.envs.systems import load_object
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.base import make_verifier
-from proofgym.envs.verifiers.pool import PoolResult, construct_verifier, make_pool
+from proofgym.envs.verifiers.pool import HarnessFailure, PoolResult, construct_verifier, make_pool
 from proofgym.training.eval_metrics import EvalSummary, summarize
 from proofgym.training.eval_runs import ensure_writable, read_results, repair_tail
 
@@ -55,9 +55,9 @@ def _result_row(task: Task, sample: int, result: CheckResult) -> dict[str, Any]:
 
 def _check_row(task: Task, sample: int, outcome: PoolResult) -> dict[str, Any]:
     """A results row's verdict fields from a pool result, or ``{"harness_error": ...}`` when there is no verdict."""
-    if outcome.result is None:
-        return {"task_id": task.id, "sample": sample, "harness_error": f"{outcome.error_kind}: {outcome.harness_error}"}
-    return _result_row(task, sample, outcome.result)
+    if isinstance(outcome.outcome, HarnessFailure):
+        return {"task_id": task.id, "sample": sample, "harness_error": str(outcome.outcome)}
+    return _result_row(task, sample, outcome.outcome)
 
 
 # -- the engine ---------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ the reward uses them instead of checking again.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections import Counter
@@ -154,9 +155,9 @@ def check_reward_policy(reward_map: RewardMap, format_bonus: float = 0.0) -> Non
     replace(reward_map, format_bonus=float(format_bonus)).check_policy()
 
 
-def harness_error(result: Any) -> str:
+def harness_error(result: PoolResult) -> str:
     """One line for a pool result's harness failure: its boundary, then what broke (``verifier: VerifierCrashed: ...``)."""
-    return f"{result.error_kind}: {result.harness_error}"
+    return str(result.outcome) if isinstance(result.outcome, HarnessFailure) else ""
 
 
 def pool_failure(exc: BaseException) -> HarnessFailure:
@@ -344,8 +345,6 @@ class PermutedReward:
     """
 
     def __init__(self, reward: VerifierReward, *, seed: int = 0) -> None:
-        import random
-
         self.reward = reward
         self.__name__ = reward.__name__
         self._rng = random.Random(seed)

@@ -22,7 +22,7 @@ from typing import Any
 
 from proofgym.envs.systems import SPECS, CheatProbe
 from proofgym.envs.types import CheckResult, Task, Verdict
-from proofgym.envs.verifiers.pool import Boundary, PoolResult, VerifierPool
+from proofgym.envs.verifiers.pool import Boundary, HarnessFailure, VerifierPool
 
 #: How many times its budget a reference proof that timed out gets for its second check.
 RETRY_BUDGET = 4
@@ -55,6 +55,81 @@ def _first_line(text: str, width: int = 80) -> str:
     return text.splitlines()[0][:width] if text else ""
 
 
+def _system_probes(task: Task) -> Sequence[CheatProbe]:
+    return SPECS[task.system].cheats if task.system in SPECS else ()
+
+
+def _failure(broke: HarnessFailure) -> tuple[str, str]:
+    """Why a task whose check met a harness failure is dropped: its boundary (``task``: the context does not load)."""
+    if broke.boundary is Boundary.TASK:
+        return f"context does not load: {_first_line(broke.message)}", broke.message
+    return f"harness failure: {broke.boundary.value}", broke.message
+
+
+@dataclass(frozen=True)
+class _Validating:
+    """One validation's settings (see :func:`validate_suite`) and what it found so far."""
+
+    pool: VerifierPool
+    probes_of: Callable[[Task], Sequence[CheatProbe]]
+    probe_verifier: Any
+    false_rejection: Callable[[CheckResult], bool] | None
+    out: SuiteValidation
+
+    def check(self, task: Task, proof: str) -> CheckResult | HarnessFailure:
+        return self.pool.submit(task, proof).result().outcome
+
+    def task(self, task: Task) -> tuple[str | None, str]:
+        """Why ``task`` is dropped (the reason and one line of detail), or ``(None, "")`` when it is kept."""
+        fixed = [p for p in self.probes_of(task) if p.text is not None]
+        built = [p for p in self.probes_of(task) if p.text is None]
+        answers = [(p, self.check(task, p.text or "")) for p in fixed]
+        broke = next((got for _, got in answers if isinstance(got, HarnessFailure)), None)
+        if broke is not None:
+            return _failure(broke)
+        reference = self.reference(task)
+        if isinstance(reference, HarnessFailure):
+            return _failure(reference)
+        self.out.references[task.id] = reference
+        if reference.verdict is not Verdict.OK:
+            return self.refused(task, reference)
+        answers += [(probe, self.check(task, probe.submission(task, self.probe_verifier))) for probe in built]
+        return _probes_verdict(answers)
+
+    def reference(self, task: Task) -> CheckResult | HarnessFailure:
+        """The reference proof's verdict. A reference that ran out of time may only have met a loaded machine: it is
+        checked once more with RETRY_BUDGET times its budget, so that what a suite keeps does not depend on the load
+        of the machine that built it. A reference that is still too slow is excluded as TIMEOUT."""
+        reference = self.check(task, task.reference_proof)
+        if isinstance(reference, CheckResult) and reference.verdict is Verdict.TIMEOUT:
+            reference = self.check(replace(task, timeout_s=task.timeout_s * RETRY_BUDGET), task.reference_proof)
+        return reference
+
+    def refused(self, task: Task, reference: CheckResult) -> tuple[str, str]:
+        """A reference proof the prover did not accept; a CHEATING one may be a false rejection (counted)."""
+        verdict = reference.verdict.value
+        if reference.verdict is Verdict.CHEATING and (self.false_rejection is None or self.false_rejection(reference)):
+            self.out.false_rejections.append(f"{task.id}: {'; '.join(reference.reasons)}")
+            self.out.false_rejected.add(task.id)
+        return f"reference proof {verdict}", (f"reference is {verdict}: {'; '.join(reference.reasons)[:200]} "
+                                              f"{' | '.join(reference.messages)[:300]}")
+
+
+def _probes_verdict(answers: list[tuple[CheatProbe, CheckResult | HarnessFailure]]) -> tuple[str | None, str]:
+    """The first probe whose verdict is not the one it must be (or, with none named, is OK) drops the task."""
+    for probe, got in answers:
+        if isinstance(got, HarnessFailure):
+            return _failure(got)
+        verdict = got.verdict
+        if probe.must_be is not None and verdict.value != probe.must_be:
+            reason = f"{probe.name} was {verdict.value}, not {probe.must_be}"
+            return reason, reason
+        if probe.must_be is None and verdict is Verdict.OK:
+            reason = f"{probe.name} accepted"
+            return reason, reason
+    return None, ""
+
+
 def validate_suite(tasks: Sequence[Task], pool: VerifierPool, *, probes: Callable[[Task], Sequence[CheatProbe]]
                    | None = None, probe_verifier: Any = None, concurrency: int = 1,
                    false_rejection: Callable[[CheckResult], bool] | None = None,
@@ -74,57 +149,11 @@ def validate_suite(tasks: Sequence[Task], pool: VerifierPool, *, probes: Callabl
     A harness failure drops the task with its boundary as the reason (``task``: the context does not
     load); it is never taken for a verdict.
     """
-    probes_of = probes or (lambda task: SPECS[task.system].cheats if task.system in SPECS else ())
-    out = SuiteValidation()
-
-    def check(task: Task, proof: str) -> PoolResult:
-        return pool.submit(task, proof).result()
-
-    def failure(result: PoolResult) -> tuple[str, str]:
-        if result.error_kind == Boundary.TASK.value:
-            return f"context does not load: {_first_line(result.harness_error)}", result.harness_error
-        return f"harness failure: {result.error_kind}", result.harness_error
-
-    def one(task: Task) -> tuple[str | None, str]:
-        fixed = [p for p in probes_of(task) if p.text is not None]
-        built = [p for p in probes_of(task) if p.text is None]
-        answers: list[tuple[CheatProbe, PoolResult]] = [(p, check(task, p.text or "")) for p in fixed]
-        for _, got in answers:
-            if got.result is None:
-                return failure(got)
-        ref = check(task, task.reference_proof)
-        if ref.result is not None and ref.result.verdict is Verdict.TIMEOUT:
-            # A reference that ran out of time may only have met a loaded machine: checked once more with
-            # RETRY_BUDGET times its budget, so that what a suite keeps does not depend on the load of the
-            # machine that built it. A reference that is still too slow is excluded as TIMEOUT.
-            ref = check(replace(task, timeout_s=task.timeout_s * RETRY_BUDGET), task.reference_proof)
-        if ref.result is None:
-            return failure(ref)
-        out.references[task.id] = ref.result
-        if ref.result.verdict is not Verdict.OK:
-            verdict = ref.result.verdict.value
-            if ref.result.verdict is Verdict.CHEATING and (false_rejection is None or false_rejection(ref.result)):
-                out.false_rejections.append(f"{task.id}: {'; '.join(ref.result.reasons)}")
-                out.false_rejected.add(task.id)
-            return f"reference proof {verdict}", (f"reference is {verdict}: {'; '.join(ref.result.reasons)[:200]} "
-                                                  f"{' | '.join(ref.result.messages)[:300]}")
-        for probe in built:
-            answers.append((probe, check(task, probe.submission(task, probe_verifier))))
-        for probe, got in answers:
-            if got.result is None:
-                return failure(got)
-            verdict = got.result.verdict
-            if probe.must_be is not None and verdict.value != probe.must_be:
-                reason = f"{probe.name} was {verdict.value}, not {probe.must_be}"
-                return reason, reason
-            if probe.must_be is None and verdict is Verdict.OK:
-                reason = f"{probe.name} accepted"
-                return reason, reason
-        return None, ""
-
+    validating = _Validating(pool, probes or _system_probes, probe_verifier, false_rejection, SuiteValidation())
+    out = validating.out
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="proofgym-validate") as executor:
-        for task, (reason, detail) in zip(tasks, executor.map(one, tasks), strict=True):
+        for task, (reason, detail) in zip(tasks, executor.map(validating.task, tasks), strict=True):
             done += 1
             if reason is None:
                 out.kept.append(task)

@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -118,15 +118,41 @@ class _Session:
     n_context_sentences: int
 
 
-@dataclass
-class _Outcome:
-    verdict: Verdict
-    reasons: list[str] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)
-    goals: tuple[Goal, ...] = ()
-    category: ErrorCategory = ErrorCategory.NONE
-    final_state: int | None = None
+@dataclass(frozen=True)
+class _Proved:
+    """Where a proof Coq accepted ended, for the integrity checks of its OK (not a verdict: the verdict is the
+    :class:`CheckResult` beside it)."""
+
+    state: int  # the state after its Qed
     loaded: frozenset[str] = frozenset()  # libraries the proof loaded itself (its Requires)
+
+
+#: What running a proof gives: Coq's verdict, and where the proof ended when that verdict is OK.
+_Run = tuple[CheckResult, _Proved | None]
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """One check's budget: the wall-clock deadline, and the prover's CPU seconds not to pass (the CPU clock)."""
+
+    ide: IdeTop
+    deadline: float
+    cpu_until: float | None
+
+    def left(self) -> float:
+        return max(0.05, self.deadline - time.monotonic())
+
+    def expired(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise DeadlinePassed("deadline")
+        if self.cpu_until is not None and self.ide.cpu_s() > self.cpu_until:
+            raise DeadlinePassed("past the CPU budget")
+
+
+def _verdict(verdict: Verdict, reasons: Iterable[str] = (), messages: Iterable[str] = (), goals: Iterable[Goal] = (),
+             category: ErrorCategory = ErrorCategory.NONE) -> _Run:
+    """A verdict coqidetop reached on a proof that did not end accepted."""
+    return CheckResult(verdict, tuple(reasons), tuple(messages), tuple(goals), category, backend="coqidetop"), None
 
 
 def _reference_key(task: Task) -> str:
@@ -281,25 +307,23 @@ class CoqVerifier(ProverVerifier):
         name = lemma_name(task.statement)
         notes = tuple(f"normalised: {n}" for n in normalized.notes)
 
-        outcome = self._run_attempt(task, normalized)
-        if outcome.verdict is not Verdict.OK:
-            return CheckResult(outcome.verdict, tuple(outcome.reasons), notes + tuple(outcome.messages),
-                               outcome.goals, outcome.category, backend="coqidetop")
+        result, proved = self._run_attempt(task, normalized)
+        if proved is None:
+            return replace(result, messages=notes + result.messages)
         # Integrity of an OK.
-        reasons, unresolved = self._integrity(task, name, normalized, outcome)
+        reasons, unresolved = self._integrity(task, name, proved)
         if reasons:
-            return CheckResult(Verdict.CHEATING, tuple(reasons), tuple(outcome.messages),
+            return CheckResult(Verdict.CHEATING, tuple(reasons), result.messages,
                                error_category=ErrorCategory.CHEATING, backend="coqidetop")
         if unresolved:  # fail closed without a reason to call it a cheat: no reward, never -1
-            return CheckResult(Verdict.ERROR, tuple(unresolved), tuple(outcome.messages),
+            return CheckResult(Verdict.ERROR, tuple(unresolved), result.messages,
                                error_category=ErrorCategory.UNDEFINED, backend="coqidetop")
         do_audit = self.audit_due(audit, forced=normalized.uses_vm)  # VM/native proofs: always audited
         if do_audit:
             audit_result = self._audit(task, normalized)
             if audit_result is not None:
                 return audit_result
-        return CheckResult(Verdict.OK, (), notes + tuple(outcome.messages), backend="coqidetop",
-                           audited=bool(do_audit))
+        return CheckResult(Verdict.OK, (), notes + result.messages, backend="coqidetop", audited=bool(do_audit))
 
     def _prepare(self, task: Task, proof: str) -> NormalizedProof:
         """Normalise ``proof`` for ``task`` and resolve its ``Require`` sentences.
@@ -455,12 +479,12 @@ class CoqVerifier(ProverVerifier):
         loaded.update(reply.loaded)
         return state, loaded
 
-    def _run_attempt(self, task: Task, normalized: NormalizedProof) -> _Outcome:
+    def _run_attempt(self, task: Task, normalized: NormalizedProof) -> _Run:
         for attempt in range(2):
             session = self._session(task.context)
             try:
                 outcome = self._step(session, task, normalized)
-                if outcome.category is ErrorCategory.RESOURCE or session.ide.worn_out():
+                if outcome[0].error_category is ErrorCategory.RESOURCE or session.ide.worn_out():
                     # An OCaml heap that grew to its limit stays grown: later checks would fail with
                     # "Out of memory" for reasons that are not theirs. Start the next check fresh.
                     self._drop(session)
@@ -468,15 +492,14 @@ class CoqVerifier(ProverVerifier):
             except ProcessDied as exc:  # retried once on a fresh coqidetop (the policy: died_under_proof)
                 self._drop(session)
                 if attempt == 1:
-                    died = died_under_proof("coqidetop exited", backend="coqidetop", messages=[str(exc)])
-                    return _Outcome(died.verdict, list(died.reasons), list(died.messages), category=died.error_category)
+                    return died_under_proof("coqidetop exited", backend="coqidetop", messages=[str(exc)]), None
             except DeadlinePassed as exc:
                 # An interrupted computation may leave a grown heap or half-updated state behind.
                 self._drop(session)
                 budget = (f"{task.timeout_s} CPU seconds of the prover" if "CPU" in str(exc) else
                           f"the wall-clock backstop of {self.config.wall_backstop:g} x timeout_s"
                           if self.config.timeout_clock == "cpu" else f"timeout_s={task.timeout_s}")
-                return _Outcome(Verdict.TIMEOUT, [f"no verdict within {budget}"], category=ErrorCategory.TIMEOUT)
+                return _verdict(Verdict.TIMEOUT, [f"no verdict within {budget}"], category=ErrorCategory.TIMEOUT)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def prover_env(self) -> dict[str, str]:
@@ -490,21 +513,14 @@ class CoqVerifier(ProverVerifier):
             if s is session:
                 del self._sessions[key]
 
-    def _step(self, session: _Session, task: Task, normalized: NormalizedProof) -> _Outcome:
+    def _step(self, session: _Session, task: Task, normalized: NormalizedProof) -> _Run:
         ide = session.ide
         cpu = self.config.timeout_clock == "cpu"
         deadline = time.monotonic() + self.budget.wall_s(task.timeout_s)
         # The CPU budget counts the prover's CPU from here: the statement and the proof, as the wall clock did.
         cpu_until = ide.cpu_s() + task.timeout_s if cpu else None
-
-        def left() -> float:
-            return max(0.05, deadline - time.monotonic())
-
-        def expired() -> None:
-            if time.monotonic() > deadline:
-                raise DeadlinePassed("deadline")
-            if cpu_until is not None and ide.cpu_s() > cpu_until:
-                raise DeadlinePassed("past the CPU budget")
+        clock = _Clock(ide, deadline, cpu_until)
+        left, expired = clock.left, clock.expired
 
         ide.edit_at(session.base, timeout_s=30)
         state, reply = ide.add(task.statement, session.base, timeout_s=left(), cpu_until=cpu_until)
@@ -526,12 +542,12 @@ class CoqVerifier(ProverVerifier):
                     reply = ide.status(timeout_s=left(), cpu_until=cpu_until)
                     loaded.update(reply.loaded)
                 if new is None or not reply.good:
-                    return _Outcome(Verdict.ERROR, [
+                    return _verdict(Verdict.ERROR, [
                         f"`{sentence}` fails: import only modules of installed libraries, or remove it"],
-                        [reply.error], tuple(last_goals), ErrorCategory.UNDEFINED)
+                        [reply.error], last_goals, ErrorCategory.UNDEFINED)
             if new is None:
-                return _Outcome(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],
-                                [reply.error], tuple(last_goals), ErrorCategory.SYNTAX)
+                return _verdict(Verdict.ERROR, [f"syntax error in sentence {index + 1}: {sentence[:80]}"],
+                                [reply.error], last_goals, ErrorCategory.SYNTAX)
             state = new
             is_end = sentence in ("Qed.", "Defined.")
             if is_end:
@@ -539,19 +555,19 @@ class CoqVerifier(ProverVerifier):
                 expired()
                 if not reply.good:
                     return self._failure(index, sentence, reply, last_goals)
-                return _Outcome(Verdict.OK, messages=_messages(reply), final_state=state,
-                                loaded=frozenset(loaded | set(normalized.loads)))
+                return (CheckResult(Verdict.OK, messages=tuple(_messages(reply)), backend="coqidetop"),
+                        _Proved(state, frozenset(loaded | set(normalized.loads))))
             goals, reply = ide.goals(timeout_s=left(), cpu_until=cpu_until)
             expired()
             if goals is None:
                 if reply.good:  # left proof mode without a terminator: cannot happen with the whitelist
-                    return _Outcome(Verdict.CHEATING, ["the proof left proof mode early"],
+                    return _verdict(Verdict.CHEATING, ["the proof left proof mode early"],
                                     category=ErrorCategory.CHEATING)
                 return self._failure(index, sentence, reply, last_goals)
             last_goals = goals
-        return _Outcome(Verdict.FAIL, ["proof did not end"], goals=tuple(last_goals), category=ErrorCategory.LOGIC)
+        return _verdict(Verdict.FAIL, ["proof did not end"], goals=last_goals, category=ErrorCategory.LOGIC)
 
-    def _failure(self, index: int, sentence: str, reply: Reply, goals: list[Goal]) -> _Outcome:
+    def _failure(self, index: int, sentence: str, reply: Reply, goals: list[Goal]) -> _Run:
         message = reply.error or "; ".join(t for lvl, t in reply.messages if lvl == "error")
         # The verdict comes from where it failed (execution: FAIL), never from the message
         # text, which a proof controls (`fail "Syntax error"`). The category is only a hint.
@@ -559,7 +575,7 @@ class CoqVerifier(ProverVerifier):
         if category in (ErrorCategory.SYNTAX, ErrorCategory.TIMEOUT):
             category = ErrorCategory.LOGIC
         verdict = Verdict.FAIL
-        return _Outcome(verdict, [f"sentence {index + 1} failed: {sentence[:80]}"], [message], tuple(goals), category)
+        return _verdict(verdict, [f"sentence {index + 1} failed: {sentence[:80]}"], [message], goals, category)
 
     # -- integrity ----------------------------------------------------------------------------
     def _assumptions(self, session: _Session, state: int, name: str) -> tuple[list[str], list[str]]:
@@ -583,19 +599,19 @@ class CoqVerifier(ProverVerifier):
         allowed: frozenset[str] = frozenset()
         try:
             ref = self._prepare(task, task.reference_proof)
-            outcome = self._run_attempt(task, ref)
-            if outcome.verdict is Verdict.OK:
+            outcome, proved = self._run_attempt(task, ref)
+            if proved is not None:
                 session = self._session(task.context)
-                axioms, _ = self._assumptions(session, outcome.final_state, lemma_name(task.statement))
+                axioms, _ = self._assumptions(session, proved.state, lemma_name(task.statement))
                 # Full names: a short name would also allow any other axiom that shares it.
-                fulls = [_full_constant_name(session.ide, a, outcome.final_state) for a in axioms]
+                fulls = [_full_constant_name(session.ide, a, proved.state) for a in axioms]
                 # Kernel primitives and library-declared axioms alike: a primitive the reference needs is allowed
                 # by its full name (issue 26: the primitive-integer lemmas were excluded as CHEATING).
                 if not all(fulls):  # a name About cannot read (a notation keyword): the environment's list says
                     environment = self._environment_axioms(task)
                     fulls = [f or _resolve_in(a, environment) for a, f in zip(axioms, fulls, strict=True)]
                 allowed = frozenset(f for f in fulls if f)
-            elif outcome.verdict is Verdict.TIMEOUT or outcome.category is ErrorCategory.RESOURCE:
+            elif outcome.verdict is Verdict.TIMEOUT or outcome.error_category is ErrorCategory.RESOURCE:
                 # Not knowing what the reference needs says nothing against the proof: a harness failure, not kept
                 # (an empty list kept here made every later proof by one of its axioms CHEATING: red team round 5).
                 raise VerifierCrashed(f"the reference proof of {task.id} did not finish ({'; '.join(outcome.reasons)}),"
@@ -606,18 +622,18 @@ class CoqVerifier(ProverVerifier):
         self._allowed_cache[_reference_key(task)] = allowed
         return base | allowed
 
-    def _integrity(self, task: Task, name: str, normalized: NormalizedProof,
-                   outcome: _Outcome) -> tuple[list[str], list[str]]:
+    def _integrity(self, task: Task, name: str, proved: _Proved) -> tuple[list[str], list[str]]:
         """Why the OK proof is CHEATING (an axiom outside the allow-list, a leak), and what the checks could not
         settle (ERROR: an axiom that names nothing the checker can locate)."""
         session = self._session(task.context)
-        state = outcome.final_state
+        state = proved.state
         # Everything that queries the submission's state runs first: computing the
         # allow-list may run the reference proof, which moves the session away from it.
-        if not outcome.loaded and self._environment_is_clean(task):
+        if not proved.loaded and self._environment_is_clean(task):
             # Nothing outside the allow-list exists here to rely on. A proof that loads a library reaches more
             # than the context's environment: its axioms are always read.
-            axioms, other = [], []
+            axioms: list[str] = []
+            other: list[str] = []
         else:
             axioms, other = self._assumptions(session, state, name)
         # Print Assumptions prints the shortest name that reaches each axiom *here*, which a
@@ -625,7 +641,7 @@ class CoqVerifier(ProverVerifier):
         fulls = [(ax, _full_constant_name(session.ide, ax, state)) for ax in axioms]
         reasons = [f"unsafe assumption: {o}" for o in other]
         unresolved: list[str] = []
-        reasons += self._leak_reasons(task, name, session, state, outcome.loaded)
+        reasons += self._leak_reasons(task, name, session, state, proved.loaded)
         if fulls:
             allowed = self._allowed_axioms(task)
             env_axioms: list[frozenset[str] | None] = []  # computed once, only when a short name needs it
@@ -690,7 +706,7 @@ class CoqVerifier(ProverVerifier):
         environment = frozenset(_session_name(a) for a in env_axioms)
         return not env_flags and not any(_disallowed(a, allowed_all, lambda: environment) for a in environment)
 
-    def _leak_reasons(self, task: Task, name: str, session: _Session, state: int | None,
+    def _leak_reasons(self, task: Task, name: str, session: _Session, state: int,
                       proof_loaded: frozenset[str] = frozenset()) -> list[str]:
         """The proof term must not use the original lemma, or anything of its original file.
 
@@ -699,22 +715,8 @@ class CoqVerifier(ProverVerifier):
         caught too; ``abstract`` sub-proofs are followed. Each candidate name is
         resolved with ``Locate`` in the proof's own state.
         """
-        qualid = str(task.metadata.get("qualid", ""))
-        module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
-        if not qualid:
-            # No qualid: a loaded library lemma with the target's name is taken as the original.
-            # (or of a library the proof loaded itself: the original file of a task without a qualid)
-            others = [f for f in _locate_all(session.ide, name, state)
-                      if f.startswith("Coq.") or any(f.startswith(lib + ".") for lib in proof_loaded)]
-            if len(others) == 1:
-                qualid = others[0]
-                module = qualid.rsplit(".", 1)[0]
-        # The original file is the longest prefix of the qualid that is a loaded library: a lemma
-        # inside a module (Lib.File.M.foo) comes from the library Lib.File, not from one named Lib.File.M.
-        parts = qualid.split(".")
+        qualid, module = _original(task, name, session, state, proof_loaded)
         reachable = session.loaded | proof_loaded  # the proof's own Requires count: what they load leaks as well
-        module = next((lib for k in range(len(parts) - 1, 0, -1)
-                       if (lib := ".".join(parts[:k])) in reachable), module)
         original_loaded = bool(module) and module in reachable
         after = _defined_at_or_after(qualid) if original_loaded else None
         ide = session.ide
@@ -953,7 +955,7 @@ def _audit_edits(context: str) -> tuple[list[tuple[int, int, str]], str]:
     """What :func:`audit_context` changes in ``context`` (``(start, end, replacement)``, in text order) and the
     ``End``s it appends."""
     blocks: list = []
-    headers: dict[int, object] = {}
+    headers: dict[int, Sentence] = {}
     for s in split_sentences(context):
         before = len(blocks)
         update_blocks(blocks, command_head(s.code)[0])
@@ -1035,7 +1037,7 @@ def _strip_strings(text: str) -> str:
     return re.sub(r'"(?:[^"]|"")*"', '""', text)
 
 
-def _locate(ide: IdeTop, ident: str, state: int | None, *, follow_aliases: bool = True) -> list[str]:
+def _locate(ide: IdeTop, ident: str, state: int, *, follow_aliases: bool = True) -> list[str]:
     """What ``ident`` refers to in ``state``: entries without a "shorter name" note.
 
     An alias (``Constant Coq.Arith.PeanoNat.Nat.add (alias of Init.Nat.add)``: a module's ``Include``) is the constant
@@ -1130,7 +1132,7 @@ def _session_name(full: str) -> str:
     return _SESSION_PREFIX + full[len(_AUDIT_PREFIX):] if full.startswith(_AUDIT_PREFIX) else full
 
 
-def _full_constant_name(ide: IdeTop, printed: str, state: int | None) -> str:
+def _full_constant_name(ide: IdeTop, printed: str, state: int) -> str:
     """The full name of the constant that ``printed`` refers to in ``state`` ("" when Coq cannot say)."""
     if not re.fullmatch(r"[^\s.]+(?:\.[^\s.]+)*", printed):
         return ""
@@ -1180,11 +1182,33 @@ def _locate_library(ide: IdeTop, name: str, state: int) -> tuple[str, bool]:
     return m.group(1), m.group(2) == "has been loaded from"
 
 
-def _locate_all(ide: IdeTop, ident: str, state: int | None) -> list[str]:
+def _locate_all(ide: IdeTop, ident: str, state: int) -> list[str]:
     """Every object whose name ends in ``ident``, visible or not."""
     reply = ide.query(f"Locate {ident}.", state, timeout_s=30)
     text = "\n".join(t for _, t in reply.messages)
     return re.findall(r"^(?:Constant|Inductive|Constructor|Notation|Ltac|Module)\s+(\S+)", text, re.M)
+
+
+def _original(task: Task, name: str, session: _Session, state: int,
+              proof_loaded: frozenset[str]) -> tuple[str, str]:
+    """The original lemma's full name (``metadata.qualid``) and the library of its file, for the leak check.
+
+    Without a qualid, a loaded library lemma with the target's name is taken as the original (or one of a library
+    the proof loaded itself). The original file is the longest prefix of the qualid that is a loaded library: a
+    lemma inside a module (Lib.File.M.foo) comes from the library Lib.File, not from one named Lib.File.M.
+    """
+    qualid = str(task.metadata.get("qualid", ""))
+    module = qualid.rsplit(".", 1)[0] if "." in qualid else ""
+    if not qualid:
+        others = [f for f in _locate_all(session.ide, name, state)
+                  if f.startswith("Coq.") or any(f.startswith(lib + ".") for lib in proof_loaded)]
+        if len(others) == 1:
+            qualid = others[0]
+            module = qualid.rsplit(".", 1)[0]
+    parts = qualid.split(".")
+    reachable = session.loaded | proof_loaded
+    module = next((lib for k in range(len(parts) - 1, 0, -1) if (lib := ".".join(parts[:k])) in reachable), module)
+    return qualid, module
 
 
 def _messages(reply: Reply) -> list[str]:

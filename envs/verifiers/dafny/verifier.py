@@ -439,11 +439,17 @@ class DafnyVerifier(ProverVerifier):
 
     def _judge(self, task: Task, tokens: list[Token], anchor: Anchor, trusted: list[tuple[int, int]], run: _Run,
                symbols: list[Symbol] | None, decls: Declarations | None, view: BoogieView | None = None) -> CheckResult:
-        """The verdict of one run: the first that one of :data:`_JUDGE_RULES` gives (the deadline, a crash, errors,
+        """The verdict of one run: the first that one of its rules gives (the deadline, a crash, errors,
         Dafny's view of bodies and specs, the implementation count, and Boogie's translation: ``view``, from the
         run itself on the CLI, read apart for a server OK)."""
         judging = _Judging.of(task, tokens, anchor, trusted, run, symbols, decls, view, self.config.rlimit)
-        return next(result for rule in _JUDGE_RULES if (result := rule(judging)) is not None)
+        early = next((result for rule in _RUN_RULES if (result := rule(judging)) is not None), None)
+        if early is not None:
+            return early
+        resolved = _resolved(judging)
+        if isinstance(resolved, CheckResult):
+            return resolved
+        return next(result for rule in _RESOLVED_RULES if (result := rule(resolved)) is not None)
 
     # -- running Dafny ------------------------------------------------------------------------
     def _verify(self, program: str, timeout_s: float, *, boogie: bool, no_cheating: bool | None = None) -> _Run:
@@ -579,7 +585,7 @@ def _ok_candidate(run: _Run) -> bool:
 # -- judging one run -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Judging:
-    """One run as :data:`_JUDGE_RULES` read it: the task's anchoring, the run's output (without the task's own
+    """One run as the judge's rules read it: the task's anchoring, the run's output (without the task's own
     bodyless declarations when Dafny's symbols are missing), the messages a verdict carries, Boogie's view."""
 
     task: Task
@@ -627,6 +633,15 @@ class _Judging:
         return self.category if self.category is not ErrorCategory.NONE else ErrorCategory.UNKNOWN
 
 
+@dataclass(frozen=True)
+class _Resolved(_Judging):
+    """A run of a program that parsed and resolved: Dafny's symbols, and the declarations read from them, are there
+    (what :data:`_RESOLVED_RULES` read)."""
+
+    symbols: list[Symbol]
+    decls: Declarations
+
+
 def _timed_out(j: _Judging) -> CheckResult | None:
     if not j.run.timed_out:
         return None
@@ -654,13 +669,14 @@ def _crashed(j: _Judging) -> CheckResult | None:
                    cpu_s=j.run.cpu_s)
 
 
-def _does_not_resolve(j: _Judging) -> CheckResult | None:
-    """A program that does not parse or resolve (or Dafny's symbols are missing): ERROR, unless what can be read
-    of it already shows an assumption."""
-    errors = j.out.errors
-    if not (j.symbols is None or j.decls is None or j.category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR)
-            or (errors and not j.out.outcomes)):
-        return None
+def _resolved(j: _Judging) -> _Resolved | CheckResult:
+    """The run with its symbols and declarations; for a program that does not parse or resolve (or Dafny's symbols
+    are missing): ERROR, unless what can be read of it already shows an assumption."""
+    errors, symbols, decls = j.out.errors, j.symbols, j.decls
+    if symbols is not None and decls is not None and not (
+            j.category in (ErrorCategory.PARSE_ERROR, ErrorCategory.TYPE_ERROR) or (errors and not j.out.outcomes)):
+        return _Resolved(j.task, j.tokens, j.anchor, j.trusted, j.trusted_lines, j.run, j.out, j.messages, symbols,
+                         decls, j.view, j.rlimit, j.category)
     reasons = check_anchoring(j.anchor, j.tokens, j.symbols, j.trusted, []) + list(j.decls.cheats) \
         if j.symbols and j.decls else []
     # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
@@ -674,7 +690,7 @@ def _does_not_resolve(j: _Judging) -> CheckResult | None:
                      category)
 
 
-def _assumptions_or_header(j: _Judging) -> CheckResult | None:
+def _assumptions_or_header(j: _Resolved) -> CheckResult | None:
     """An assumption anywhere (the task's anchoring, a bodyless declaration, loop or forall, Boogie's view):
     CHEATING; else a header that differs from the statement's, but not by a weakening: ERROR (no reward, and what
     to change)."""
@@ -692,7 +708,7 @@ def _assumptions_or_header(j: _Judging) -> CheckResult | None:
     return None
 
 
-def _unplaced(j: _Judging) -> CheckResult | None:
+def _unplaced(j: _Resolved) -> CheckResult | None:
     """Fail closed: what proofgym cannot place in the text is not judged, so it is not accepted."""
     if not j.decls.unplaced:
         return None
@@ -701,7 +717,7 @@ def _unplaced(j: _Judging) -> CheckResult | None:
                                      for u in j.decls.unplaced[:5]), ErrorCategory.UNKNOWN)
 
 
-def _verification_errors(j: _Judging) -> CheckResult | None:
+def _verification_errors(j: _Resolved) -> CheckResult | None:
     """Errors or an implementation not verified: TIMEOUT when every error is a time out, else FAIL."""
     errors = j.out.errors
     bad_outcomes = [(i, o) for i, o in j.out.outcomes if o != "verified"]
@@ -715,7 +731,7 @@ def _verification_errors(j: _Judging) -> CheckResult | None:
         f"{i}: {o}" for i, o in bad_outcomes[:5]), j.failure_category)
 
 
-def _accounted_for(j: _Judging) -> CheckResult:
+def _accounted_for(j: _Resolved) -> CheckResult:
     """No error: an OK needs every obligation accounted for (a dropped one is CHEATING, a doubt is FAIL)."""
     out = j.out
     problems: list[str] = []
@@ -766,11 +782,12 @@ def _cli_summary(j: _Judging, problems: list[str], drops: list[str]) -> None:
         problems.append("a time out or out of resource was reported")
 
 
-#: The verdict of a run is the first one a rule gives, in this order (the last, :func:`_accounted_for`, always
-#: gives one).
-_JUDGE_RULES: tuple[Callable[[_Judging], CheckResult | None], ...] = (
-    _timed_out, _resource_limit_hit, _crashed, _does_not_resolve, _assumptions_or_header, _unplaced,
-    _verification_errors, _accounted_for)
+#: The verdict of a run is the first one a rule gives, in this order: those of any run, then :func:`_resolved`
+#: (a program that does not parse or resolve), then those of a resolved program (the last, :func:`_accounted_for`,
+#: always gives one).
+_RUN_RULES: tuple[Callable[[_Judging], CheckResult | None], ...] = (_timed_out, _resource_limit_hit, _crashed)
+_RESOLVED_RULES: tuple[Callable[[_Resolved], CheckResult | None], ...] = (
+    _assumptions_or_header, _unplaced, _verification_errors, _accounted_for)
 
 
 def _trusted_lines(tokens: list[Token], trusted: list[tuple[int, int]]) -> set[int]:

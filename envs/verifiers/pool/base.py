@@ -11,6 +11,7 @@ import abc
 import asyncio
 import contextlib
 import enum
+import functools
 import hashlib
 import itertools
 import logging
@@ -35,7 +36,7 @@ from proofgym.envs.verifiers.pool.cache import (
 logger = logging.getLogger(__name__)
 
 class Boundary(str, enum.Enum):
-    """The boundary a harness failure crossed: which part of the harness broke (``PoolResult.error_kind``)."""
+    """The boundary a harness failure crossed: which part of the harness broke (``HarnessFailure.boundary``)."""
 
     VERIFIER = "verifier"  # the verifier raised (a prover missing or crashed, twice when retried)
     TASK = "task"  # the task is broken (its context does not load): a fault of the suite, not the proof
@@ -45,7 +46,7 @@ class Boundary(str, enum.Enum):
     CLOSED = "closed"  # the pool was closed before the check finished
 
 
-#: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind``): the :class:`Boundary` values.
+#: Kinds of harness failure a :class:`PoolResult` can carry (``error_kind`` in its JSON row): the :class:`Boundary` values.
 HARNESS_KINDS = tuple(b.value for b in Boundary)
 
 
@@ -59,6 +60,10 @@ class HarnessFailure:
     @classmethod
     def of(cls, kind: str | Boundary, message: str) -> HarnessFailure:
         return cls(Boundary(kind), message)
+
+    def __str__(self) -> str:
+        """The one line a log, a feedback turn or an exception shows: the boundary, then what broke."""
+        return f"{self.boundary.value}: {self.message}"
 
 #: Seconds a check may take beyond its task's ``timeout_s`` before the pool answers TIMEOUT: time to
 #: load (and lex) the task's context on a cold worker. A prover's own start-up (a HOL Light server
@@ -121,16 +126,6 @@ class PoolResult:
         return self.outcome if isinstance(self.outcome, HarnessFailure) else None
 
     @property
-    def harness_error(self) -> str:
-        """One line saying what broke (``""`` when there is a verdict)."""
-        return self.outcome.message if isinstance(self.outcome, HarnessFailure) else ""
-
-    @property
-    def error_kind(self) -> str:
-        """The failure's :class:`Boundary` value, one of :data:`HARNESS_KINDS` (``""`` when there is a verdict)."""
-        return self.outcome.boundary.value if isinstance(self.outcome, HarnessFailure) else ""
-
-    @property
     def harness_failure(self) -> bool:
         return self.result is None
 
@@ -145,17 +140,17 @@ class PoolResult:
     def raise_for_harness(self) -> CheckResult:
         """The :class:`CheckResult`, or :class:`~proofgym.envs.errors.VerifierCrashed` for a harness failure."""
         if self.result is None:
-            raise VerifierCrashed(f"{self.error_kind}: {self.harness_error}")
+            raise VerifierCrashed(str(self.outcome))
         return self.result
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the verdict fields of :meth:`CheckResult.to_dict`, or ``harness_error``/``error_kind``."""
         row: dict[str, Any] = {"request_id": self.request_id, "task_id": self.task_id, "system": self.system,
                                "attempts": self.attempts, "worker": self.worker}
-        if self.result is None:
-            row.update(verdict=None, harness_error=self.harness_error, error_kind=self.error_kind)
+        if isinstance(self.outcome, HarnessFailure):
+            row.update(verdict=None, harness_error=self.outcome.message, error_kind=self.outcome.boundary.value)
         else:
-            row.update(self.result.to_dict())
+            row.update(self.outcome.to_dict())
         return row
 
 
@@ -319,21 +314,21 @@ class VerifierPool(abc.ABC):
             future.set_running_or_notify_cancel()
             future.set_result(PoolResult(rid, task.id, task.system, hit, attempts=0, worker="cache"))
             return True
-        future.add_done_callback(lambda done, key=key, task=task, proof=proof: self._first_done(key, task, proof,
-                                                                                               done))
+        future.add_done_callback(functools.partial(self._first_done, key, task, proof))
         return False
 
     def _first_done(self, key: str, task: Task, proof: str, done: Future[PoolResult]) -> None:
-        outcome = None if done.cancelled() else done.result()
+        first = None if done.cancelled() else done.result()
+        verdict = first.outcome if first is not None and isinstance(first.outcome, CheckResult) else None
         with self._followers_lock:
-            if outcome is not None and cacheable(outcome.result):
-                self.verdict_cache.put(key, outcome.result)  # type: ignore[union-attr]
+            if self.verdict_cache is not None and verdict is not None and cacheable(verdict):
+                self.verdict_cache.put(key, verdict)
             followers = self._followers.pop(key, [])
         for rid, future in followers:
-            if outcome is not None and outcome.result is not None:  # a verdict (a TIMEOUT too: same input,
+            if first is not None and verdict is not None:  # a verdict (a TIMEOUT too: same input,
                 # same deadline, run at the same time) answers the checks that waited for it
                 if future.set_running_or_notify_cancel():
-                    future.set_result(replace(outcome, request_id=rid, outcome=answer_from(outcome.result),
+                    future.set_result(replace(first, request_id=rid, outcome=answer_from(verdict),
                                               attempts=0, worker="cache"))
             elif not future.done():  # the first broke or was cancelled: the others get checks of their own
                 try:

@@ -810,9 +810,9 @@ class LocalVerifierPool(VerifierPool):
             return
         with self._lock:
             self._counters["completed"] += 1
-            if result.result is None:
-                self._harness[result.error_kind] += 1
+            if isinstance(result.outcome, HarnessFailure):
+                self._harness[result.outcome.boundary.value] += 1
             else:
-                self._verdicts[result.result.verdict.value] += 1
+                self._verdicts[result.outcome.verdict.value] += 1
 
 

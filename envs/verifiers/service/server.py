@@ -48,9 +48,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from proofgym.envs.errors import ProofgymError, TaskFormatError, TaskTooLarge
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.rewards import RewardMap
 from proofgym.envs.types import Task
-from proofgym.envs.verifiers.pool import PoolResult, VerifierPool
+from proofgym.envs.verifiers.pool import HarnessFailure, PoolResult, VerifierPool
 from proofgym.http_guard import RequestGuard, RequestRefused, check_token, is_loopback_host, read_json_body
 
 __all__ = ["ServiceConfig", "ServiceConfigError", "VerifierService"]
@@ -113,10 +114,10 @@ class _Metrics:
         with self.lock:
             self.checks += 1
             self.check_seconds += result.total_s
-            if result.result is None:
-                self.harness[result.error_kind] += 1
+            if isinstance(result.outcome, HarnessFailure):
+                self.harness[result.outcome.boundary.value] += 1
             else:
-                self.verdicts[result.result.verdict.value] += 1
+                self.verdicts[result.outcome.verdict.value] += 1
             self.recent.append(now)
             self._trim(now)
 
@@ -409,11 +410,11 @@ class VerifierService:
                 and query.startswith(prompt) else query
             checks.append((index, task, _parse_reply(text, task) if isinstance(text, str) else text))
         results = self._run(checks)
-        broken = [r for r in results if r.harness_failure]
+        broken = [r.failure for r in results if r.failure is not None]
         if broken:
             raise RequestRefused(HTTPStatus.SERVICE_UNAVAILABLE,
                              f"{len(broken)} of {len(results)} checks had a harness failure (first: "
-                             f"{broken[0].error_kind}: {broken[0].harness_error[:200]}); retry the batch",
+                             f"{str(broken[0])[:200]}); retry the batch",
                              {"Retry-After": "1"})
         rewards = [self.reward_map(r.result) for r in results]
         return {"rewards": rewards, "scores": rewards,
@@ -473,6 +474,5 @@ class VerifierService:
 
 def _parse_reply(text: str, task: Task) -> str:
     """The proof in a model reply (last fenced block, statement copy removed); see ``envs/parsing.py``."""
-    from proofgym.envs.parsing import parse_proof, statement_to_strip
 
     return parse_proof(text, statement=statement_to_strip(task)).proof
