@@ -87,7 +87,8 @@ def prover_processes_below(pid: int) -> list[str]:
 #: collection hook below warns when one is missing: it would pay a second load in the other worker).
 HOL_SERVER_FILES = ("test_hol_light.py", "test_hol_tactic.py", "test_hol_trust.py", "test_hol_memory.py",
                     "test_hol_obfuscate.py", "test_hol_s2n.py", "test_hol_normalize.py", "test_slips.py",
-                    "test_hol_light_slips.py", "test_shipped_corpus.py", "test_integrations_hol.py")
+                    "test_hol_light_slips.py", "test_shipped_corpus.py", "test_integrations_hol.py",
+                    "test_prover_death.py")
 _FIRST_UNITS = ("hol-light", "tests/test_hol_sandbox.py")
 
 

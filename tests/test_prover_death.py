@@ -6,9 +6,17 @@ A death is retried once on a fresh process; a second death is the proof's doing:
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
 from proofgym.envs.rewards import RewardMap
-from proofgym.envs.types import ErrorCategory, Task, Verdict
+from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 from proofgym.envs.verifiers.base import DIED_TWICE
+from proofgym.envs.verifiers.sandbox.procfs import descendants as descendants_of
 from tests.conftest import requires_coq
 
 TRUE = Task(id="death.true", system="coq", context="", statement="Lemma death : True.",
@@ -77,3 +85,44 @@ def test_a_dafny_proof_that_kills_the_prover_twice_is_an_error_with_feedback(mon
     assert (died.verdict, died.error_category) == (Verdict.ERROR, ErrorCategory.RESOURCE), died
     assert died.reasons[0].startswith(DIED_TWICE) and "exit 134" in died.reasons[0]
     assert RewardMap()(died) == 0.0
+
+
+def _new_worker(root: int, known: set[int]) -> int:
+    """Wait for a HOL Light worker the test has not seen: a new process whose parent is a zygote it knew before."""
+    for _ in range(2400):  # fails loudly after about 2 minutes instead of hanging
+        for pid in descendants_of(root, zombies=False):
+            if pid not in known:
+                try:
+                    ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue  # gone meanwhile
+                if ppid in known and ppid != root:
+                    return pid
+        threading.Event().wait(0.05)
+    raise AssertionError("no HOL Light worker appeared under the zygote")
+
+
+@pytest.mark.prover
+def test_a_hol_light_proof_whose_worker_dies_twice_is_an_error_with_feedback(hol) -> None:
+    """SIGKILL the worker of a looping attempt, then the worker of its retry (the real HOL Light server, the
+    session's warm one): the second death is the one policy's ERROR, its words from ``died_under_proof``."""
+    task = Task(id="death.hol", system="hol_light", context="let DEATH_ZYGOTE = 1;;", statement="`1 + 1 = 2`",
+                reference_proof="ARITH_TAC", timeout_s=120)
+    assert hol.check(task, "ARITH_TAC").verdict is Verdict.OK  # its zygote is loaded: what forks now is a worker
+    root = hol.server("plain").proc.program_pids()[0]
+    known = set(descendants_of(root))
+    retries = hol.stats["retries"]
+    out: dict[str, CheckResult] = {}
+    thread = threading.Thread(target=lambda: out.setdefault("r", hol.check(task, "let rec f () = f () in f ()")))
+    thread.start()
+    for _ in range(2):  # the attempt's worker, then the retry's, forked from the same zygote
+        worker = _new_worker(root, known)
+        os.kill(worker, signal.SIGKILL)
+        known.add(worker)
+    thread.join(300)
+    died = out["r"]
+    assert (died.verdict, died.error_category) == (Verdict.ERROR, ErrorCategory.RESOURCE), died
+    assert died.reasons[0].startswith(DIED_TWICE) and "killed by SIGKILL without a verdict" in died.reasons[0], died
+    assert RewardMap()(died) == 0.0
+    assert hol.stats["retries"] == retries + 1
+    assert hol.check(task, "ARITH_TAC").verdict is Verdict.OK  # the zygote lives on

@@ -301,6 +301,13 @@ _DIED_UNDER_ATTEMPT = re.compile(
     r"^(the context's zygote died during the attempt|the worker .* without a verdict|could not start a worker)")
 
 
+def _death_under_attempt(result: CheckResult) -> str | None:
+    """The root's words when ``result`` says a process died under the attempt (a worker, its zygote), else None."""
+    if result.verdict is not Verdict.ERROR:
+        return None
+    return next((r for r in result.reasons if _DIED_UNDER_ATTEMPT.match(r)), None)
+
+
 class HolLightServer:
     """One sandboxed HOL Light root process for one base context. Thread-safe."""
 
@@ -800,24 +807,30 @@ class HolLightVerifier(ProverVerifier):
         # from outside (an operator, the OOM killer): the attempt is run once more on fresh processes, and
         # only a second death is its verdict (ERROR). A server that is late is not retried: it would be
         # late again.
+        died: str | None
+        messages: tuple[str, ...]
         for retry in (False, True):
             server = self.server(base)
             version = self._server_version(server)
             try:
                 result = self._attempt(server, task, goal, proof)
-            except (ProcessDied, DeadlinePassed) as exc:
+            except DeadlinePassed as exc:
                 with self._lock:
                     self.stats["server_deaths"] += 1
-                result = died_under_proof(f"{exc}; the server restarts for the next check", backend="hol_light-fork") \
-                    if isinstance(exc, ProcessDied) else CheckResult(
-                        Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
-                        error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
-                if retry or isinstance(exc, DeadlinePassed):
-                    break
+                result = CheckResult(Verdict.ERROR, (f"{exc}; the server restarts for the next check",),
+                                     error_category=ErrorCategory.RESOURCE, backend="hol_light-fork")
+                break
+            except ProcessDied as exc:
+                with self._lock:
+                    self.stats["server_deaths"] += 1
+                died, messages = f"{exc}; the server restarts for the next check", ()
             else:
-                if retry or result.verdict is not Verdict.ERROR or not any(
-                        _DIED_UNDER_ATTEMPT.match(r) for r in result.reasons):
+                died, messages = _death_under_attempt(result), result.messages
+                if died is None:
                     break
+            if retry:  # the second death: the proof's doing (the one policy, died_under_proof)
+                result = died_under_proof(died, backend="hol_light-fork", messages=messages)
+                break
             with self._lock:
                 self.stats["retries"] += 1
         return replace(result, prover_version=version)
