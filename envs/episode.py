@@ -222,7 +222,10 @@ class Episode:
     def record(self, action: Any, result: CheckResult) -> Turn:
         """Record the result of ``action``, checked by the caller."""
         feedback = result.feedback() if self.feedback_chars is None else result.feedback(self.feedback_chars)
-        turn = Turn(self.attempt + 1, action, result, float(self.reward_map(result)), feedback)
+        reward = self.reward_map(result)
+        if reward is None:  # a verdict always has a reward: None is a harness failure's (Episode.fail)
+            raise ValueError(f"the reward map gave no reward for a {result.verdict.value} verdict")
+        turn = Turn(self.attempt + 1, action, result, float(reward), feedback)
         self.turns.append(turn)
         return turn
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from proofgym.envs.types import CheckResult, Verdict
 
@@ -44,6 +45,13 @@ class RewardMap:
         unknown = set(self.rewards) - {v.value for v in Verdict}
         if unknown:
             raise ValueError(f"unknown verdict(s) in reward map: {sorted(unknown)}; use {[v.value for v in Verdict]}")
+
+    @overload
+    def __call__(self, result: CheckResult) -> float: ...
+    @overload
+    def __call__(self, result: None) -> None: ...
+    @overload
+    def __call__(self, result: CheckResult | None) -> float | None: ...
 
     def __call__(self, result: CheckResult | None) -> float | None:
         """The reward of ``result``; ``None`` for a harness failure (no result)."""

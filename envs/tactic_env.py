@@ -204,7 +204,7 @@ class TacticEnv(gym.Env[dict[str, Any], str]):
         return self._obs(), reward + shaping, False, truncated, info
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi" or self.session is None:
+        if self.render_mode != "ansi" or self.session is None or self.task is None:
             return None
         return f"[{self.task.id}] state {self.state_id}, step {self.steps}\n{self.session.state(self.state_id).pretty()}"
 

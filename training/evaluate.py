@@ -24,10 +24,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from proofgym.agents.base import Agent
+from proofgym.agents.base import Agent, Prices, SamplingParams
 from proofgym.agents.scripted import ReferenceAgent, ScriptedAgent
+from proofgym.agents.strategies import make_strategy
 from proofgym.agents.strategies.base import Strategy
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.tasks.coq_project import suite_load_path
+from proofgym.envs.tasks.suites import load_tasks, resolve_suite
+from proofgym.envs.types import Task
 from proofgym.envs.verifiers.base import audit_options
 from proofgym.training.eval_engine import EvalOptions, as_agent, run_eval
 from proofgym.training.eval_metrics import (
@@ -55,6 +59,7 @@ from proofgym.training.eval_runs import (
     version,
     write_json,
 )
+from proofgym.training.logging import WandbLogger
 
 __all__ = [
     "AGENT_NAMES", "FAILURE_TYPES", "EvalConfig", "EvalOptions", "EvalSummary", "ReferenceAgent", "RunPaths",
@@ -67,7 +72,6 @@ __all__ = [
 
 def build_agent(cfg: EvalConfig) -> Agent:
     """The agent that ``cfg`` names (imports only what that agent needs)."""
-    from proofgym.agents.base import Prices, SamplingParams
 
     sampling = SamplingParams(temperature=cfg.sampling_temperature(), top_p=cfg.top_p, max_tokens=cfg.max_tokens,
                               seed=cfg.seed)
@@ -95,8 +99,6 @@ def build_agent(cfg: EvalConfig) -> Agent:
 
 
 def build_strategy(cfg: EvalConfig) -> Strategy:
-    from proofgym.agents.strategies import make_strategy
-
     return make_strategy(cfg.strategy, **dict(cfg.strategy_options))
 
 
@@ -107,13 +109,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
     Returns:
         The summary and the run's paths. ``summary.json`` holds the summary and the paths.
     """
-    from proofgym.envs.tasks.coq_project import suite_load_path
-    from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 
-    if cfg.k < 1 or cfg.workers < 1 or cfg.samples < cfg.k:
-        raise ProofgymError("--k and --workers must be >= 1, and --n >= --k")
-    if cfg.engine not in ("local", "ray"):
-        raise ProofgymError(f"--engine must be local or ray, got {cfg.engine!r}")
+    _check_options(cfg)
     suite_path = resolve_suite(cfg.suite)
     tasks = load_tasks(suite_path)
     if cfg.limit:
@@ -123,73 +120,115 @@ def evaluate(cfg: EvalConfig, *, progress: bool = False, console: Any = None,
     try:
         strategy = build_strategy(cfg)
         identity = run_identity(cfg, file_sha256(suite_path), agent, strategy)
-        if cfg.out:
-            paths = RunPaths.for_out(cfg.out)
-        else:
-            found = find_resumable(cfg, identity) if cfg.resume else None
-            if cfg.resume and found is None:
-                print(f"proofgym: no run of this command to resume under {cfg.runs_dir}/; starting a new one",
-                      file=sys.stderr)
-            name = f"{run_prefix(cfg)}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-            fresh, i = Path(cfg.runs_dir) / name, 1
-            while found is None and fresh.exists():  # two runs started in the same second
-                i += 1
-                fresh = Path(cfg.runs_dir) / f"{name}-{i}"
-            paths = RunPaths.for_out(found or fresh)
+        paths = _run_paths(cfg, identity)
         ensure_writable(paths.results)
         previous = read_json_object(paths.config)
-        if previous and previous.get("identity") and previous.get("results") == paths.results.name \
-                and previous["identity"] != json.loads(json.dumps(identity)):
-            diff = [key for key in identity if json.loads(json.dumps(identity[key])) != previous["identity"].get(key)]
-            raise ProofgymError(f"{paths.run_dir} holds a run of another configuration (differs in: "
-                                f"{', '.join(diff)}); pass another --out, or remove it")
+        _refuse_another_configuration(paths, previous, identity)
         if cfg.limit and paths.results.exists():
-            # A --limit rerun into a run dir adds to it; its summary still covers every task already there.
-            done = {str(row.get("task_id")) for row in read_results(paths.results)}
-            selected = {t.id for t in tasks}
-            earlier = [t for t in load_tasks(suite_path) if t.id in done and t.id not in selected]
-            if earlier:
-                print(f"proofgym: {paths.run_dir} already has results for {len(earlier)} tasks beyond --limit "
-                      f"{cfg.limit}; the summary covers them too", file=sys.stderr)
-                tasks = tasks + earlier
-        segments = list(previous.get("segments", [])) if previous else []
-        segments.append({"started": datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:]})
-        public = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if not f.metadata.get("secret")}
-        config = {"config": public, "identity": identity, "agent": agent.describe(), "suite_path": str(suite_path),
-                  "results": paths.results.name, "segments": segments, "proofgym": version()}
+            tasks = tasks + _earlier_tasks(cfg, paths, load_tasks(suite_path), tasks)
+        config = _run_config(cfg, paths, previous, identity, agent, suite_path)
         write_json(paths.config, config)
         if on_start:
             on_start(paths)
-        logger = None
-        if cfg.wandb:
-            from proofgym.training.logging import WandbLogger
-
-            logger = WandbLogger(project=cfg.wandb_project, name=paths.run_dir.name, config=config,
-                                 directory=paths.run_dir, mode=cfg.wandb_mode)
-        system_kwargs = audit_options(cfg.audit)
-        if load_path:
-            system_kwargs = {**system_kwargs, "coq": {**system_kwargs.get("coq", {}), "extra_args": load_path}}
+        logger = _wandb_logger(cfg, paths, config)
         try:
             options = EvalOptions(k=cfg.k, n=cfg.samples, workers=cfg.workers, engine=cfg.engine,
-                                  verifier=cfg.verifier, system_kwargs=system_kwargs, batch_size=cfg.batch_size,
-                                  progress=progress, cache_dir=paths.run_dir)
+                                  verifier=cfg.verifier, system_kwargs=_system_kwargs(cfg, load_path),
+                                  batch_size=cfg.batch_size, progress=progress, cache_dir=paths.run_dir)
             summary = run_eval(tasks, agent, paths.results, options, strategy=strategy,
                                on_result=logger.log_result if logger else None, console=console)
         except BaseException:
             if logger:
                 logger.finish()
             raise
-        if hasattr(strategy, "demo_ids"):
-            config["demonstrations"] = strategy.demo_ids()
-            write_json(paths.config, config)
-        payload = {**summary.to_dict(), "run_dir": str(paths.run_dir), "results": str(paths.results),
-                   "suite": cfg.suite, "agent": cfg.agent, "model": cfg.model, "strategy": cfg.strategy}
-        write_json(paths.summary, payload)
-        if logger:
-            logger.log_summary(summary, read_results(paths.results))
-            config["wandb_dir"] = str(logger.run_dir)
-            write_json(paths.config, config)
-            logger.finish()
+        _write_outcome(cfg, paths, config, strategy, summary, logger)
         return summary, paths
     finally:
         agent.close()
+
+
+def _check_options(cfg: EvalConfig) -> None:
+    if cfg.k < 1 or cfg.workers < 1 or cfg.samples < cfg.k:
+        raise ProofgymError("--k and --workers must be >= 1, and --n >= --k")
+    if cfg.engine not in ("local", "ray"):
+        raise ProofgymError(f"--engine must be local or ray, got {cfg.engine!r}")
+
+
+def _run_paths(cfg: EvalConfig, identity: dict[str, Any]) -> RunPaths:
+    """The run dir: ``--out``, the run of this command to resume (``--resume``), or a new one under ``runs_dir``."""
+    if cfg.out:
+        return RunPaths.for_out(cfg.out)
+    found = find_resumable(cfg, identity) if cfg.resume else None
+    if cfg.resume and found is None:
+        print(f"proofgym: no run of this command to resume under {cfg.runs_dir}/; starting a new one",
+              file=sys.stderr)
+    name = f"{run_prefix(cfg)}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    fresh, i = Path(cfg.runs_dir) / name, 1
+    while found is None and fresh.exists():  # two runs started in the same second
+        i += 1
+        fresh = Path(cfg.runs_dir) / f"{name}-{i}"
+    return RunPaths.for_out(found or fresh)
+
+
+def _refuse_another_configuration(paths: RunPaths, previous: dict[str, Any] | None, identity: dict[str, Any]) -> None:
+    """A run dir holding results of another configuration is not added to."""
+    if previous and previous.get("identity") and previous.get("results") == paths.results.name \
+            and previous["identity"] != json.loads(json.dumps(identity)):
+        diff = [key for key in identity if json.loads(json.dumps(identity[key])) != previous["identity"].get(key)]
+        raise ProofgymError(f"{paths.run_dir} holds a run of another configuration (differs in: "
+                            f"{', '.join(diff)}); pass another --out, or remove it")
+
+
+def _earlier_tasks(cfg: EvalConfig, paths: RunPaths, suite: list[Task], selected: list[Task]) -> list[Task]:
+    """A ``--limit`` rerun into a run dir adds to it: the tasks it already has results for beyond the limit, which its
+    summary still covers."""
+    done = {str(row.get("task_id")) for row in read_results(paths.results)}
+    chosen = {t.id for t in selected}
+    earlier = [t for t in suite if t.id in done and t.id not in chosen]
+    if earlier:
+        print(f"proofgym: {paths.run_dir} already has results for {len(earlier)} tasks beyond --limit "
+              f"{cfg.limit}; the summary covers them too", file=sys.stderr)
+    return earlier
+
+
+def _run_config(cfg: EvalConfig, paths: RunPaths, previous: dict[str, Any] | None, identity: dict[str, Any],
+                agent: Agent, suite_path: Path) -> dict[str, Any]:
+    """What ``config.json`` holds: the public settings, the identity, the agent, and one segment per (re)start."""
+    segments = list(previous.get("segments", [])) if previous else []
+    segments.append({"started": datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:]})
+    public = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if not f.metadata.get("secret")}
+    return {"config": public, "identity": identity, "agent": agent.describe(), "suite_path": str(suite_path),
+            "results": paths.results.name, "segments": segments, "proofgym": version()}
+
+
+def _wandb_logger(cfg: EvalConfig, paths: RunPaths, config: dict[str, Any]) -> Any:
+    """The run's W&B logger (``--wandb``), else None."""
+    if not cfg.wandb:
+        return None
+
+    return WandbLogger(project=cfg.wandb_project, name=paths.run_dir.name, config=config, directory=paths.run_dir,
+                       mode=cfg.wandb_mode)
+
+
+def _system_kwargs(cfg: EvalConfig, load_path: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The verifiers' settings per system: the audit option, and a project suite's load path for Coq."""
+    system_kwargs = audit_options(cfg.audit)
+    if load_path:
+        system_kwargs = {**system_kwargs, "coq": {**system_kwargs.get("coq", {}), "extra_args": load_path}}
+    return system_kwargs
+
+
+def _write_outcome(cfg: EvalConfig, paths: RunPaths, config: dict[str, Any], strategy: Strategy,
+                   summary: EvalSummary, logger: Any) -> None:
+    """``summary.json``, the demonstrations and the W&B run dir in ``config.json``, the W&B summary."""
+    if hasattr(strategy, "demo_ids"):
+        config["demonstrations"] = strategy.demo_ids()
+        write_json(paths.config, config)
+    payload = {**summary.to_dict(), "run_dir": str(paths.run_dir), "results": str(paths.results),
+               "suite": cfg.suite, "agent": cfg.agent, "model": cfg.model, "strategy": cfg.strategy}
+    write_json(paths.summary, payload)
+    if logger:
+        logger.log_summary(summary, read_results(paths.results))
+        config["wandb_dir"] = str(logger.run_dir)
+        write_json(paths.config, config)
+        logger.finish()

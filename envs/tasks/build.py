@@ -23,7 +23,13 @@ from typing import Any
 
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.progress import ProgressBar
+from proofgym.envs.systems import SPECS, CheatProbe
+from proofgym.envs.tasks.coq_extract import extract_stdlib, sample_suite
+from proofgym.envs.tasks.suites import suite_dir, write_tasks
 from proofgym.envs.types import Task, Verdict
+from proofgym.envs.verifiers.coq.verifier import CoqVerifier
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
+from proofgym.envs.verifiers.validation import SuiteValidation, validate_suite
 
 
 def exclusion_reason(verdict: str, reasons: Sequence[str] = ()) -> str:
@@ -120,11 +126,6 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     ``coqchk``) runs once the warm checks are done, one compile for the group's file where it can
     (:meth:`~proofgym.envs.verifiers.coq.CoqVerifier.audit_references`).
     """
-    from proofgym.envs.systems import SPECS, CheatProbe
-    from proofgym.envs.verifiers.coq.verifier import CoqVerifier
-    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
-    from proofgym.envs.verifiers.validation import validate_suite
-
     kwargs = {"audit": "always", "max_sessions": 2, **(verifier_kwargs or {})}
     # The references' kernel audit runs after the warm checks, one compile per file where it can
     # (CoqVerifier.audit_references): the warm checks themselves are not audited one by one.
@@ -133,21 +134,9 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
     if "coq" not in _VERIFIER:
         _VERIFIER["coq"] = CoqVerifier(**kwargs)
     verifier = _VERIFIER["coq"]
-
-    def rebuilt() -> Any:  # a broken verifier is replaced for what follows
-        _VERIFIER.pop("coq").close()
-        _VERIFIER["coq"] = CoqVerifier(**kwargs)
-        return _VERIFIER["coq"]
     tasks = [Task.from_dict(raw) for raw in task_dicts]
-
-    def probes(task: Task) -> list[CheatProbe]:
-        cheats = list(SPECS["coq"].cheats)
-        if task.metadata.get("qualid"):
-            cheats.append(CheatProbe("exact <original lemma>", text=_original_cheat(task)))
-        return cheats
-
     with InProcessPool({"coq": verifier}) as pool:
-        checked = validate_suite(tasks, pool, probes=probes, false_rejection=lambda ref: ref.backend == "precheck")
+        checked = validate_suite(tasks, pool, probes=_coq_probes, false_rejection=lambda ref: ref.backend == "precheck")
         for task_id, ref in checked.references.items():
             # A refused library reference says what it relies on (issue 26: never "reference proof CHEATING").
             if checked.reasons.get(task_id, "").startswith("reference proof") and ref.verdict is not Verdict.OK:
@@ -161,34 +150,57 @@ def _validate_group(task_dicts: list[dict[str, Any]], verifier_kwargs: dict[str,
                         "audit: " + exclusion_reason(result.verdict.value, result.reasons)
             except (VerifierError, OSError) as exc:  # a broken verifier is rebuilt for the next group
                 audited = {t.id: f"harness failure: {type(exc).__name__}" for t in passed}
-                verifier = rebuilt()
-        # The extras below run while the pool is open: its thread started the prover sessions, and a
+                verifier = _rebuilt(kwargs)
+        # The extras run while the pool is open: its thread started the prover sessions, and a
         # sandboxed prover dies with the thread that started it (bwrap --die-with-parent).
-        out = []
-        for raw, task in zip(task_dicts, tasks, strict=True):
-            reason = checked.reasons.get(task.id)
-            if reason is not None:
-                whitelist = task.id in checked.false_rejected
-                out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
-                if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
-                    verifier = rebuilt()
+        return _group_rows(task_dicts, tasks, checked, audited, verifier, kwargs)
+
+
+def _rebuilt(kwargs: dict[str, Any]) -> CoqVerifier:
+    """A fresh verifier for what follows, in place of a broken one."""
+    _VERIFIER.pop("coq").close()
+    _VERIFIER["coq"] = CoqVerifier(**kwargs)
+    return _VERIFIER["coq"]
+
+
+def _coq_probes(task: Task) -> list[CheatProbe]:
+    """The cheats a Coq task must refuse: the system's, and ``exact`` the original lemma when the task names it."""
+    cheats = list(SPECS["coq"].cheats)
+    if task.metadata.get("qualid"):
+        cheats.append(CheatProbe("exact <original lemma>", text=_original_cheat(task)))
+    return cheats
+
+
+def _group_rows(task_dicts: list[dict[str, Any]], tasks: list[Task], checked: SuiteValidation,
+                audited: dict[str, str | None], verifier: CoqVerifier, kwargs: dict[str, Any]
+                ) -> list[tuple[dict[str, Any], str | None, bool]]:
+    """``(task row, why it is excluded or None, whether a false rejection)`` per task; a kept task is refused when its
+    context loads its original file (``metadata.library``), and carries its allow-list (``allowed_axioms``)."""
+    out: list[tuple[dict[str, Any], str | None, bool]] = []
+    for raw, task in zip(task_dicts, tasks, strict=True):
+        reason = checked.reasons.get(task.id)
+        if reason is not None:
+            whitelist = task.id in checked.false_rejected
+            out.append((raw, "false rejection: " + reason if whitelist else reason, whitelist))
+            if reason.startswith("harness failure"):  # a broken verifier is rebuilt for the next task
+                verifier = _rebuilt(kwargs)
+            continue
+        if audited.get(task.id) is not None:
+            out.append((raw, audited[task.id], False))
+            continue
+        try:
+            library = str(task.metadata.get("library") or "")
+            if library and verifier.context_loads_library(task, library):
+                out.append((raw, "context loads the original file (leak through Require)", False))
                 continue
-            if audited.get(task.id) is not None:
-                out.append((raw, audited[task.id], False))
-                continue
-            try:
-                library = str(task.metadata.get("library") or "")
-                if library and verifier.context_loads_library(task, library):
-                    out.append((raw, "context loads the original file (leak through Require)", False))
-                    continue
-                allowed = sorted(verifier.allowed_axioms(task))
-                raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
-                out.append((raw, None, False))
-            except (VerifierError, OSError) as exc:
-                out.append((raw, f"harness failure: {type(exc).__name__}", False))
-                verifier = rebuilt()
-            except ProofgymError as exc:
-                out.append((raw, f"task does not load: {str(exc)[:80]}", False))
+            allowed = sorted(verifier.allowed_axioms(task))
+            raw = {**raw, "metadata": {**raw.get("metadata", {}), "allowed_axioms": allowed}}
+            out.append((raw, None, False))
+        except (VerifierError, OSError) as exc:
+            out.append((raw, f"harness failure: {type(exc).__name__}", False))
+            verifier = _rebuilt(kwargs)
+        except ProofgymError as exc:
+            out.append((raw, f"task does not load: {str(exc)[:80]}", False))
     return out
 
 
@@ -261,8 +273,6 @@ def validate_tasks(tasks: list[Task], *, workers: int = 2, progress: bool = True
 def build_coq_stdlib(*, out: Path | None = None, seed: int = 0, workers: int = 2, validate: bool = True,
                      limit: int = 0, progress: bool = True) -> BuildReport:
     """Extract, sample (160/120/80) and validate the Coq standard library suite."""
-    from proofgym.envs.tasks.coq_extract import extract_stdlib, sample_suite
-    from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     out = out or suite_dir() / "coq-stdlib.jsonl"
     tasks, stats = extract_stdlib(progress=progress)

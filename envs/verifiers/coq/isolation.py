@@ -49,6 +49,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from proofgym.envs.verifiers.coq.errors import ContextLoadError
+from proofgym.envs.verifiers.coq.idetop import IdeTop
 from proofgym.envs.verifiers.coq.lexer import (
     CoqLexError,
     Sentence,
@@ -200,6 +202,27 @@ def _as_imports(sentences: Sequence[Sentence]) -> str:
                      for s in sentences)
 
 
+def _outline(heads: list[tuple[str, str]]) -> tuple[int, list[int], int]:
+    """Where the leading ``Require``s end, each sentence's block depth, and where the cached text must stop: the first
+    outermost Section or Module still open at the end (else the end)."""
+    n = len(heads)
+    lead_end = 0
+    while lead_end < n and _LEADING_RE.match(heads[lead_end][0]):
+        lead_end += 1
+    blocks: list = []
+    open_at = None
+    depths: list[int] = []
+    for i, (head, _) in enumerate(heads):
+        depth = len(blocks)
+        depths.append(depth)
+        update_blocks(blocks, head)
+        if depth == 0 and blocks:
+            open_at = i
+        elif not blocks:
+            open_at = None
+    return lead_end, depths, n if open_at is None else open_at
+
+
 def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
     """The cache plan for ``context``, or why it cannot use the cache (then the whole context is replayed).
 
@@ -217,21 +240,7 @@ def plan(context: str, *, coq_version: str, args: Sequence[str]) -> Plan | str:
         return f"the context cannot be cut into sentences: {exc}"
     heads = [command_head(s.code) for s in sentences]
     n = len(sentences)
-    lead_end = 0
-    while lead_end < n and _LEADING_RE.match(heads[lead_end][0]):
-        lead_end += 1
-    blocks: list = []
-    open_at = None
-    depths: list[int] = []
-    for i, (head, _) in enumerate(heads):
-        depth = len(blocks)
-        depths.append(depth)
-        update_blocks(blocks, head)
-        if depth == 0 and blocks:
-            open_at = i
-        elif not blocks:
-            open_at = None
-    end = n if open_at is None else open_at
+    lead_end, depths, end = _outline(heads)
 
     def next_cut(i: int) -> int:
         while i < end and not (depths[i] == 0 and _IMPORTING_RE.match(heads[i][0])):
@@ -370,7 +379,7 @@ class IsolationCache:
         self.build_s = 0.0
         self._verified: dict[str, tuple[int, int]] = {}  # module -> (size, mtime_ns) of a checked .vo
         self._failed: set[str] = set()  # keys whose context does not compile on its own (this process)
-        self._plans: dict[str, Plan | str] = {}
+        self._plans: dict[tuple[str, tuple[tuple[str, int, int], ...]], Plan | str] = {}
         self._lock = threading.Lock()
 
     @property
@@ -544,16 +553,14 @@ class IsolationCache:
 
 
 def load_isolated(cache: IsolationCache, context: str, workdir_parent: Path,
-                  start: Callable[[tuple[str, ...]], object],
-                  load: Callable[[object, int, list[Sentence]], tuple[int, set[str]]]) -> tuple[object, int, set[str]] | None:
+                  start: Callable[[tuple[str, ...]], IdeTop],
+                  load: Callable[[IdeTop, int, list[Sentence]], tuple[int, set[str]]]) -> tuple[IdeTop, int, set[str]] | None:
     """Start a session that loads ``context`` from the cache: ``(ide, state, loaded)``, or None to replay it.
 
     ``start(extra_args)`` starts a ``coqidetop`` (an :class:`~.idetop.IdeTop`) and ``load(ide, state,
     sentences)`` is the verifier's ``load_context``. A session whose cached load fails is killed, the entry
     discarded (the next session rebuilds it), and the caller replays the context in a fresh one.
     """
-    from proofgym.envs.verifiers.coq.errors import ContextLoadError
-
     p = cache.plan(context)
     if isinstance(p, str):
         cache.stats["fallback"] += 1
@@ -565,14 +572,14 @@ def load_isolated(cache: IsolationCache, context: str, workdir_parent: Path,
         return None
     ide = start(cache.session_args)
     try:
-        state, loaded = load(ide, ide.root_state, p.sentences())  # type: ignore[attr-defined]
+        state, loaded = load(ide, ide.root_state, p.sentences())
     except ContextLoadError:
-        ide.kill()  # type: ignore[attr-defined]
+        ide.kill()
         cache.discard(p)
         cache.stats["fallback"] += 1
         return None
     except BaseException:
-        ide.kill()  # type: ignore[attr-defined]
+        ide.kill()
         raise
     cache.stats["loaded"] += 1
     return ide, state, loaded

@@ -165,6 +165,8 @@ class CoqTacticSession:
             common += 1
         anchor = chain[common - 1]
         ide_state = self._nodes[anchor].ide_state
+        if ide_state is None:  # a live node always has its coqidetop state
+            raise VerifierCrashed(f"the tactic session lost the prover state of node {anchor}")
         if self._live[-1] != anchor:
             self._ide.edit_at(ide_state, timeout_s=max(1.0, deadline - time.monotonic()))
         for node_id in self._live[common:]:
@@ -340,67 +342,81 @@ def localize(session: CoqTacticSession, proof: str, *, at: int | None = None, fo
         sentences = list(_step_sentences(proof, session.task))
     except Rejected as exc:
         return Localization([], rejected=f"{exc.verdict.value}: {'; '.join(exc.reasons)}")
-    ends = _block_ends(sentences)
-    state = session.state(session.root if at is None else at)
-    out: list[str] = []
-    holes: list[Hole] = []
+    run = _Localizing(session, session.state(session.root if at is None else at), focus)
+    run.step(sentences, max_steps)
+    run.close(sentences)
+    return Localization(run.out, run.holes, run.state.state_id if run.done() else None)
 
-    def admit_focused(failed: str, error: str, all_goals: bool) -> None:
-        nonlocal state
-        count = len(state.goals) if all_goals else min(1, len(state.goals))
-        for _ in range(count):
-            goal = state.goals[0]
-            result = session.run_sentences([ADMIT], state.state_id)
+
+@dataclass
+class _Localizing:
+    """One :func:`localize` run: the sentences kept (``admit.`` in place of the failing ones), the holes, the state."""
+
+    session: CoqTacticSession
+    state: TacticState
+    focus: bool
+    out: list[str] = field(default_factory=list)
+    holes: list[Hole] = field(default_factory=list)
+
+    def admit_focused(self, failed: str, error: str) -> None:
+        """Admit every goal left (each one a hole that ``failed`` with ``error``)."""
+        for _ in range(len(self.state.goals)):
+            goal = self.state.goals[0]
+            result = self.session.run_sentences([ADMIT], self.state.state_id)
             if not result.ok:
                 raise VerifierCrashed(f"admit failed during localization: {result.error}")
-            holes.append(Hole(len(out), goal, state.state_id, failed, error))
-            out.append(ADMIT)
-            state = result.state
+            self.holes.append(Hole(len(self.out), goal, self.state.state_id, failed, error))
+            self.out.append(ADMIT)
+            self.state = result.state
 
-    i = 0
-    steps = 0
-    while i < len(sentences) and steps < max_steps:
-        steps += 1
-        sentence = sentences[i]
-        result = session.run_sentences([sentence], state.state_id)
-        if result.ok:
-            out.append(sentence)
-            state = result.state
-            i += 1
-            continue
-        is_structure = bool(_BULLET.match(sentence)) or sentence == "}" or sentence.endswith("{")
-        if is_structure and state.goals:
-            # The previous block is unfinished: admit what is left of it, then retry the bullet.
-            admit_focused("", result.error, all_goals=True)
-            continue
-        if is_structure:
-            # Nothing left for this bullet (more bullets than goals): skip it and its block.
-            i = ends[i] if ends[i] > i else i + 1
-            continue
-        admit_focused(sentence, result.error, all_goals=True)
-        i = ends[i]
-    # Goals left at the end: focus them with bullets of a fresh kind and admit them.
-    guard = 0
-
-    def done() -> bool:
-        if not focus:
-            return state.finished
-        return not state.goals and session.run_sentences(["}"], state.state_id).ok
-
-    while not done() and guard < 100:
-        guard += 1
-        if state.goals:
-            admit_focused("", "goals left at the end of the proof", all_goals=True)
-            continue
-        closed = False
-        closers = () if focus else ("}",)
-        for structure in (*closers, *sorted({s for s in sentences if _BULLET.match(s)} | {"-", "+", "*"}, key=len)):
-            result = session.run_sentences([structure], state.state_id)
+    def step(self, sentences: list[str], max_steps: int) -> None:
+        """Run ``sentences``, admitting a failing one's goals and resuming at its block's end."""
+        ends = _block_ends(sentences)
+        i = 0
+        steps = 0
+        while i < len(sentences) and steps < max_steps:
+            steps += 1
+            sentence = sentences[i]
+            result = self.session.run_sentences([sentence], self.state.state_id)
             if result.ok:
-                out.append(structure)
-                state = result.state
-                closed = True
+                self.out.append(sentence)
+                self.state = result.state
+                i += 1
+                continue
+            is_structure = bool(_BULLET.match(sentence)) or sentence == "}" or sentence.endswith("{")
+            if is_structure and self.state.goals:
+                # The previous block is unfinished: admit what is left of it, then retry the bullet.
+                self.admit_focused("", result.error)
+                continue
+            if is_structure:
+                # Nothing left for this bullet (more bullets than goals): skip it and its block.
+                i = ends[i] if ends[i] > i else i + 1
+                continue
+            self.admit_focused(sentence, result.error)
+            i = ends[i]
+
+    def done(self) -> bool:
+        if not self.focus:
+            return self.state.finished
+        return not self.state.goals and self.session.run_sentences(["}"], self.state.state_id).ok
+
+    def close(self, sentences: list[str]) -> None:
+        """Goals left at the end: focus them with bullets of a fresh kind and admit them."""
+        guard = 0
+        while not self.done() and guard < 100:
+            guard += 1
+            if self.state.goals:
+                self.admit_focused("", "goals left at the end of the proof")
+                continue
+            closed = False
+            closers = () if self.focus else ("}",)
+            for structure in (*closers, *sorted({s for s in sentences if _BULLET.match(s)} | {"-", "+", "*"},
+                                                key=len)):
+                result = self.session.run_sentences([structure], self.state.state_id)
+                if result.ok:
+                    self.out.append(structure)
+                    self.state = result.state
+                    closed = True
+                    break
+            if not closed:
                 break
-        if not closed:
-            break
-    return Localization(out, holes, state.state_id if done() else None)
