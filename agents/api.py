@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import email.utils
+import inspect
 import os
 import random
 import threading
@@ -399,7 +400,6 @@ class AnthropicAgent(_ApiAgent):
     @staticmethod
     def _sends_temperature(client: Any) -> bool:
         """Whether this SDK's ``messages.create`` takes ``temperature`` (newer ones dropped sampling knobs)."""
-        import inspect
 
         try:
             return "temperature" in inspect.signature(client.messages.create).parameters

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import Agent, Generation, ModelUnavailable, Request, SamplingParams, require
+from proofgym.agents.generation import generate_shared_prefix
 
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
@@ -172,7 +173,6 @@ class LocalAgent(Agent):
     def _generate_batch(self, requests: Sequence[Request], s: SamplingParams) -> list[Generation]:
         import torch
 
-        from proofgym.agents.generation import generate_shared_prefix
 
         start = time.monotonic()
         prompts = [self.prompt_text(r) for r in requests]

@@ -290,7 +290,6 @@ class CheckResult:
         above a rule of ``=``, the conclusion below). An unknown ``error_category`` (a newer writer)
         reads as ``unknown``; an unknown verdict raises :class:`~proofgym.envs.errors.TaskFormatError`.
         """
-        from proofgym.envs.errors import TaskFormatError
 
         try:
             verdict = Verdict(row["verdict"])

@@ -17,6 +17,7 @@ W&B is in :mod:`proofgym.training.logging` (all of it).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import sys
@@ -27,10 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import require
-from proofgym.agents.hf import SMOLLM2_INSTALL, smollm2_gguf
+from proofgym.agents.hf import FALLBACK_TEMPLATE, SMOLLM2_INSTALL, resolve_checkpoint, smollm2_gguf
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.tasks.suites import load_tasks, resolve_suite, write_tasks
 from proofgym.envs.types import Task
-from proofgym.training.eval_runs import slug
+from proofgym.envs.verifiers.base import audit_options, require_provers
+from proofgym.envs.verifiers.pool import make_pool as make
+from proofgym.training.checkpoint_eval import check_eval_device
+from proofgym.training.data import select
+from proofgym.training.distributed import deepspeed_enabled, refuse_zero3_checkpoint_eval, zero_stage
+from proofgym.training.eval_runs import checkpoint_settings, slug, write_checkpoint_settings
+from proofgym.training.logging import finish_training_run, finish_wandb
 
 MODEL_KEYWORDS = ("auto", "smollm2", "tiny")
 
@@ -135,7 +143,6 @@ def proofgym_post_init(cfg: Any, algo: str) -> bool:
         cfg.run_name = run_name(cfg.suite, algo, "SmolLM2-135M-Instruct" if model == "smollm2" else model, cfg.seed)
     if not cfg.output_dir:
         cfg.output_dir = str(Path("runs") / "train" / cfg.run_name)
-    from proofgym.training.checkpoint_eval import check_eval_device
 
     try:
         check_eval_device(cfg.checkpoint_eval_device)
@@ -213,8 +220,6 @@ def parse_config(config_cls: type, argv: Sequence[str] | None = None) -> Any:
 
 
 def _closest(name: str, names: set[str]) -> str | None:
-    import difflib
-
     found = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
     return found[0] if found else None
 
@@ -253,7 +258,6 @@ def resolve_model(name: str, *, cache_dir: str | Path) -> ResolvedModel:
         if not (path / "config.json").exists():
             build_tiny_model(path, seed=0)
         return ResolvedModel(str(path), None, "tiny")
-    from proofgym.agents.hf import resolve_checkpoint
 
     path = Path(name).expanduser()
     if path.exists():
@@ -286,7 +290,6 @@ def load_model(resolved: ResolvedModel, *, init_kwargs: dict[str, Any] | str | N
         torch.set_num_threads(threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from proofgym.agents.hf import FALLBACK_TEMPLATE
 
     kwargs: dict[str, Any] = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
     if resolved.gguf_file:
@@ -369,7 +372,6 @@ def refuse_half_precision_masters(cfg: Any) -> None:
     """
     import torch
 
-    from proofgym.training.distributed import deepspeed_enabled
 
     dtype = model_init_kwargs(getattr(cfg, "model_init_kwargs", None))["dtype"]
     if dtype in (torch.bfloat16, torch.float16) and not getattr(cfg, "use_peft", False) \
@@ -383,7 +385,6 @@ def keep_fp32_masters(model: Any, cfg: Any) -> Any:
     would otherwise be trained without masters (see :func:`refuse_half_precision_masters`); else unchanged."""
     import torch
 
-    from proofgym.training.distributed import deepspeed_enabled
 
     if getattr(cfg, "use_peft", False) or deepspeed_enabled(cfg):
         return model
@@ -424,7 +425,6 @@ class PreparedRun:
 def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
     """Construct (and close) each system's verifier here: a missing prover fails now, with what to install
     (a VerifierError: `proofgym train` exits 3 for it, as the README says)."""
-    from proofgym.envs.verifiers.base import audit_options, require_provers
 
     require_provers(systems, audit_options(audit) or None)
 
@@ -434,8 +434,6 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
 
     Writes the held-out split to ``<output_dir>/heldout.jsonl`` for checkpoint evaluation.
     """
-    from proofgym.envs.tasks.suites import load_tasks, resolve_suite, write_tasks
-    from proofgym.training.data import select
 
     if cfg.verifier_workers < 1:
         raise TrainConfigError(f"verifier_workers must be >= 1, got {cfg.verifier_workers}")
@@ -447,7 +445,6 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
             or cfg.checkpoint_evals < 0:
         raise TrainConfigError("checkpoint_eval_k must be >= 1, and checkpoint_eval_n, checkpoint_eval_steps, "
                                "checkpoint_evals >= 0")
-    from proofgym.training.distributed import refuse_zero3_checkpoint_eval
 
     try:
         refuse_zero3_checkpoint_eval(cfg)
@@ -482,8 +479,6 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
 
 def make_pool(cfg: Any) -> Any:
     """The verifier pool that scores rewards (``verifier_workers`` processes, ``audit`` for every prover)."""
-    from proofgym.envs.verifiers.base import audit_options
-    from proofgym.envs.verifiers.pool import make_pool as make
 
     system_kwargs = audit_options(cfg.audit)
     extra = {"verifier_factory": cfg.verifier_factory} if cfg.verifier_factory else {}
@@ -557,8 +552,6 @@ def run_trainer(trainer: Any, cfg: Any, *, evaluator: Any = None, interrupt: Any
     ``<output_dir>/checkpoint-<step>-interrupted`` and :class:`KeyboardInterrupt` propagates.
     """
     from proofgym.training.callbacks import CheckpointSettingsCallback, announce
-    from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
-    from proofgym.training.logging import finish_training_run, finish_wandb
 
     output_dir = Path(cfg.output_dir)
     settings = checkpoint_settings(cfg)  # every checkpoint carries the prompt it was trained on (issue 27)
@@ -616,7 +609,6 @@ def save_final_model(trainer: Any, output_dir: Path, *, peft: bool) -> Path:
     merge is attempted there: the adapter in ``output_dir`` is the result.
     """
     from proofgym.training.callbacks import announce
-    from proofgym.training.distributed import zero_stage
 
     trainer.save_model(str(output_dir))
     if not peft:

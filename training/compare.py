@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError
+from proofgym.training.report import load_run
 
 
 def per_task_pass(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -72,7 +73,6 @@ def compare_runs(base: str | Path, others: Sequence[str | Path], *, resamples: i
     Raises:
         ProofgymError: a run that holds no results, or runs that share no task.
     """
-    from proofgym.training.report import load_run
 
     base_pass = per_task_pass(load_run(base).rows)
     out = []

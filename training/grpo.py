@@ -17,10 +17,12 @@ the feedback tokens masked out of the loss (``env_mask``).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from proofgym.envs.rewards import RewardMap
 from proofgym.training.common import (
     PreparedRun,
     TrainConfigError,
@@ -33,15 +35,19 @@ from proofgym.training.common import (
     prepare_run,
     run_trainer,
 )
+from proofgym.training.data import grpo_rows, sft_rows, to_dataset
 from proofgym.training.distributed import fix_reentrant_checkpointing, refuse_hanging_settings
+from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
 from proofgym.training.grpo_config import ProofGRPOConfig
 from proofgym.training.logging import setup_wandb
 from proofgym.training.plan import check_vllm_caps, plan_run
+from proofgym.training.reward_service import reward_backend
+from proofgym.training.rewards import PermutedReward, VerifierReward, check_reward_policy
+from proofgym.training.rollout import RepairRollout, render_chat, token_ids
 
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
     """Run GRPO as ``cfg`` says: checks first, then training, the final checkpoint and its evaluation."""
-    from proofgym.envs.rewards import RewardMap
     from proofgym.training.callbacks import (
         GracefulInterrupt,
         MetricsPrinter,
@@ -51,11 +57,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
         announce,
     )
     from proofgym.training.curriculum import CurriculumCallback, PassRateCurriculum
-    from proofgym.training.data import grpo_rows, to_dataset
     from proofgym.training.grpo_trainer import ProofGRPOTrainer
-    from proofgym.training.reward_service import reward_backend
-    from proofgym.training.rewards import PermutedReward, VerifierReward, check_reward_policy
-    from proofgym.training.rollout import RepairRollout
 
     try:  # before prepare_run: a reward policy that would teach the wrong thing fails first, without a prover
         reward_map = RewardMap.from_mapping(cfg.verdict_rewards)
@@ -142,7 +144,6 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
     Returns:
         The model and ``{"path", "steps", "loss" (per step), "seconds"}``.
     """
-    import time
 
     from trl import SFTTrainer
 
@@ -153,8 +154,6 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
         release_host_memory,
         save_model,
     )
-    from proofgym.training.data import sft_rows, to_dataset
-    from proofgym.training.eval_runs import checkpoint_settings, write_checkpoint_settings
     from proofgym.training.sft_config import ProofSFTConfig
 
     begin = time.monotonic()
@@ -193,7 +192,6 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
 
 def longest_prompt(tokenizer: Any, rows: list[dict[str, Any]]) -> int:
     """Tokens of the longest training prompt, as the policy sees it (chat template, generation prompt)."""
-    from proofgym.training.rollout import render_chat, token_ids
 
     return max((len(token_ids(tokenizer, render_chat(tokenizer, r["prompt"], generation_prompt=True))) for r in rows),
                default=0)

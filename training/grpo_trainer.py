@@ -24,11 +24,16 @@
 
 from __future__ import annotations
 
+import os
+import resource
 from typing import Any
 
 from trl import GRPOTrainer
 
+from proofgym.agents.generation import generate_shared_prefix
 from proofgym.training.curriculum import CurriculumSampler, PassRateCurriculum
+from proofgym.training.distributed import keep_checkpointing
+from proofgym.training.reward_service import prefetch_rewards
 
 ZERO_WHEN_ABSENT = ("proof/cheat/",)
 """Prefixes of reward metrics whose absence from a batch means 0 (they are logged only once seen)."""
@@ -60,8 +65,6 @@ class ProofGRPOTrainer(GRPOTrainer):
         from trl.models import unwrap_model_for_generation
         from trl.trainer import grpo_trainer as trl_grpo
 
-        from proofgym.agents.generation import generate_shared_prefix
-        from proofgym.training.distributed import keep_checkpointing
 
         with (
             trl_grpo.profiling_context(self, "transformers.generate"),
@@ -85,7 +88,6 @@ class ProofGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list) -> Any:
         out = super()._generate(prompts)
-        from proofgym.training.reward_service import prefetch_rewards
 
         # checks start now, while TRL computes log-probabilities, and the awaited reward takes their answers
         prefetch_rewards(self.reward_funcs, getattr(self, "_batch_inputs", None), completions=out[3],
@@ -123,8 +125,6 @@ def host_memory() -> dict[str, float]:
     Logged at every training logging step beside ``step_time``: a GRPO process on CPU was seen to grow
     from 4.9 to 7.7 GB over 16 steps (scripts/bench_grpo_memory.py measures where it goes).
     """
-    import os
-    import resource
 
     out = {"memory/host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}
     try:

@@ -33,11 +33,13 @@ import math
 import os
 import re
 import struct
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from proofgym.agents.base import require
+from proofgym.training.eval_metrics import curve_of
 
 ATTEMPT_COLUMNS = ["task_id", "category", "sample", "attempt", "proof", "verdict", "reasons", "error_category",
                    "seconds", "prompt_tokens", "completion_tokens"]
@@ -231,7 +233,6 @@ def log_training_categories(report_to: Any, step: int, metrics: Mapping[str, flo
 
 def pass_at_k_table_rows(step: int, metrics: Mapping[str, float]) -> list[list[Any]]:
     """``[step, category, k, pass@k]`` rows from flat metrics (``proof/pass@k`` is category ``all``)."""
-    from proofgym.training.eval_metrics import curve_of
 
     cats = sorted({name.split("/")[1] for name in metrics if name.startswith("category/")})
     return [[step, cat, k, value] for cat in [*cats, "all"]
@@ -315,7 +316,6 @@ def read_offline_run(run_dir: str | Path, wait_s: float = 60.0) -> dict[str, Any
         ``{"config": {...}, "summary": {...}, "history": [{...}, ...], "finished": bool}`` with
         decoded JSON values; nested keys are joined with ``.``.
     """
-    import time
 
     from wandb.proto import wandb_internal_pb2 as pb
 

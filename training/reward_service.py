@@ -59,6 +59,9 @@ from typing import Any
 from proofgym.envs.errors import ProofgymError, VerifierError
 from proofgym.envs.types import CheckResult, Task
 from proofgym.envs.verifiers.pool import HARNESS_KINDS, Boundary, HarnessFailure, PoolResult
+from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
+from proofgym.envs.verifiers.service.client import VerifierServiceClient
+from proofgym.training.common import make_pool
 
 __all__ = [
     "SERVICE_ENV",
@@ -120,7 +123,6 @@ class ServicePool:
 
     def __init__(self, url: str, *, token: str | None = None, by_id: bool = False, timeout_s: float = 3600.0,
                  threads: int = 4) -> None:
-        from proofgym.envs.verifiers.service.client import VerifierServiceClient
 
         self.url = url
         self.client = VerifierServiceClient(url, token=token, timeout_s=timeout_s)
@@ -246,7 +248,6 @@ def _wait_for(ready: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
 
 def _answers(url: str, token: str | None) -> bool:
     """Whether a service at ``url`` answers ``/metrics`` with ``token`` (a stale ready file's does not)."""
-    from proofgym.envs.verifiers.service.client import VerifierServiceClient
 
     try:
         VerifierServiceClient(url, token=token, timeout_s=10.0, busy_retries=0).metrics()
@@ -323,7 +324,6 @@ class NodeVerifierService:
     @classmethod
     def _start(cls, where: Path, pool_factory: Callable[[], Any], *, tasks: Mapping[str, Task] | None,
                ranks: int, close_wait_s: float) -> NodeVerifierService:
-        from proofgym.envs.verifiers.service import ServiceConfig, VerifierService
 
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         for stale in where.iterdir():  # an earlier run's announcement and goodbyes
@@ -494,7 +494,6 @@ def reward_backend(cfg: Any, tasks: Iterable[Task], *, make_local_pool: Callable
                    ) -> RewardBackend:
     """The pool a GRPO run checks on, as ``cfg.verifier_service`` says (see :func:`service_setting`)."""
     from proofgym.training.callbacks import announce
-    from proofgym.training.common import make_pool
 
     make: Callable[[Any], Any] = make_local_pool or make_pool
     setting = service_setting(cfg)

@@ -8,9 +8,14 @@ both use it without importing each other. Exit codes follow ``proofgym``'s: 0 do
 
 from __future__ import annotations
 
+import ast
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from proofgym.envs.errors import DependencyNotInstalled, ProofgymError, VerifierError
 
 ALGOS = ("sft", "grpo", "expert-iteration")
 
@@ -32,8 +37,6 @@ def die(code: int, message: str) -> int:
 def own_fields(algo: str) -> list[tuple[str, str, str]]:
     """``(name, default, help)`` of the fields proofgym adds to TRL's config for ``algo``, read from the
     config modules' source: listing them imports neither torch nor TRL, so ``--help`` answers at once."""
-    import ast
-    from pathlib import Path
 
     fields: dict[str, tuple[str, str, str]] = {}
     for filename, cls in _OWN_FIELDS[algo]:
@@ -61,7 +64,6 @@ def own_fields(algo: str) -> list[tuple[str, str, str]]:
 
 def print_help(algo: str) -> None:
     """proofgym's own fields first, each with its help; then where TRL's are."""
-    import textwrap
 
     print(f"usage: proofgym train {algo} [--config FILE.yaml] [--FIELD VALUE ...]\n\n"
           f"A config is TRL's {_TRL_CONFIG[algo]} plus the proofgym fields below; YAML in configs/train/ sets them,\n"
@@ -81,7 +83,6 @@ def print_help(algo: str) -> None:
 def run_main(algo: str, main: Callable[[list[str]], Any], argv: Sequence[str]) -> int:
     """``main(argv)`` (an algorithm's ``main``) with ``--help`` answered first, errors as one line and an exit code,
     and :func:`print_result` at the end."""
-    from proofgym.envs.errors import DependencyNotInstalled, ProofgymError, VerifierError
 
     if any(a in ("-h", "--help") for a in argv):
         print_help(algo)

@@ -25,6 +25,7 @@ from proofgym.training.common import (
     prepare_run,
     run_trainer,
 )
+from proofgym.training.data import sft_rows, to_dataset
 from proofgym.training.distributed import fix_reentrant_checkpointing
 from proofgym.training.logging import setup_wandb
 from proofgym.training.plan import plan_run
@@ -36,7 +37,6 @@ def train_sft(cfg: ProofSFTConfig) -> TrainResult:
     from trl import SFTTrainer
 
     from proofgym.training.callbacks import GracefulInterrupt, MetricsPrinter, ReleaseHostMemory
-    from proofgym.training.data import sft_rows, to_dataset
 
     prepared = prepare_run(cfg, needs_verifier=bool(cfg.checkpoint_eval_at_end or cfg.checkpoint_eval_steps
                                                     or cfg.checkpoint_evals or cfg.checkpoint_eval_on_start))

@@ -21,13 +21,18 @@ group out of held-out and validation when one of its reference proofs appears ve
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
 import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 
 _QUALIFIER = re.compile(r"\b(?:Coq|Init|Arith|Nat|N|Z|Pos|BinNat|BinInt|BinPos|Pnat|PeanoNat|NArith|ZArith|PArith|"
                         r"Peano|Logic|Datatypes|List|Bool)\.")
@@ -273,7 +278,6 @@ def load_suite_tasks(suite: str) -> list[Any]:
         from proofgym.envs.tasks.coq_extract import extract_stdlib
 
         return extract_stdlib()[0]
-    from proofgym.envs.tasks.suites import load_tasks, resolve_suite
 
     return load_tasks(resolve_suite(suite))
 
@@ -287,8 +291,6 @@ def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int
     the learning curve trains on a prefix of them. With ``validate``, each listed task's reference proof
     is checked by the real prover in isolation and a task that fails leaves the split (it is counted).
     """
-    import json
-    from pathlib import Path
 
     tasks = [t for t in load_suite_tasks(suite) if "all" in categories or t.category in categories]
     exclude: set[str] = set()
@@ -322,9 +324,6 @@ def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m proofgym.training.splits --suite S --out split.json ...``: build and check a split file."""
-    import argparse
-    import json
-    from pathlib import Path
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", required=True, help=f"suite name or .jsonl, or {WHOLE_STDLIB} (the whole stdlib extraction)")

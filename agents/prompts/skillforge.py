@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
+
 DAFNY_VERSION_NOTE = (
     "Target Dafny 2.3: use `function method` for compiled functions, no `by` blocks, no `expect`, "
     "no `assume`, no `{:verify false}`/`{:axiom}`/`{:extern}`, no `decreases *`."
@@ -193,7 +195,6 @@ def extract_program(text: str) -> str:
 
 def braces_balanced(program: str) -> bool:
     """Whether ``{``/``}``, ``(``/``)`` and ``[``/``]`` match outside comments and strings."""
-    from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
 
     try:
         tokens = tokenize(program)

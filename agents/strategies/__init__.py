@@ -10,6 +10,8 @@ taking the options as keywords and returning a :class:`Strategy`.
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 from typing import Any
 
 from proofgym.agents.strategies.base import Attempt, PlainStrategy, Runtime, Strategy
@@ -26,8 +28,6 @@ def available_strategies() -> list[str]:
 
     Modules are found by reading their source for a top-level ``STRATEGY =``, so listing imports nothing.
     """
-    import re
-    from pathlib import Path
 
     found = [path.stem for path in sorted(Path(__file__).parent.glob("*.py"))
              if not path.stem.startswith("_") and path.stem not in _BUILTIN

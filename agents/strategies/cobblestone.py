@@ -33,10 +33,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofgym.agents.base import AgentError, Generation, ModelUnavailable, Request, SamplingParams
+from proofgym.agents.prompts import prompts_for
 from proofgym.agents.strategies.base import Strategy
 from proofgym.agents.symbolic import with_hammer_postlude
 from proofgym.envs.episode import Episode
 from proofgym.envs.errors import ProofgymError
+from proofgym.envs.parsing import parse_proof, statement_to_strip
 from proofgym.envs.systems import SPECS
 from proofgym.envs.types import CheckResult, Task, Verdict
 from proofgym.envs.verifiers.coq import tactic as coq_tactic
@@ -362,10 +365,6 @@ class _PromptedAgent:
         self.seconds = 0.0
 
     def act(self, observation: dict[str, Any]) -> str:
-        from proofgym.agents.base import AgentError, Request
-        from proofgym.agents.prompts import prompts_for
-        from proofgym.envs.parsing import parse_proof, statement_to_strip
-
         goal = dataclasses.replace(self.task, statement=str(observation["statement"]))
         prompts = prompts_for(self.task.system)
         context = self.task.context[-self.context_chars:] if self.context_chars else ""
@@ -445,8 +444,6 @@ class CobblestoneStrategy(Strategy):
         return list(tasks)
 
     def request(self, task: Task, sample: int, history: Sequence[Any]) -> Any:
-        from proofgym.agents.base import Request
-
         if history:
             return None
         return Request((), task=task, sample=sample, attempt=0)  # the search writes its own prompts
@@ -455,8 +452,6 @@ class CobblestoneStrategy(Strategy):
         return [self._search(runtime, request) for request in requests]
 
     def _search(self, runtime: Any, request: Any) -> Any:
-        from proofgym.agents.base import AgentError, Generation, ModelUnavailable, SamplingParams
-
         task = request.task
         sampling = None if self.temperature is None else SamplingParams(temperature=float(self.temperature))
         agent = _PromptedAgent(runtime.agent, task, request.sample, sampling, self.context_chars)

@@ -33,15 +33,18 @@ SkillForge's table 6.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofgym.agents.base import Request, SamplingParams
 from proofgym.agents.prompts import skillforge as prompts
 from proofgym.agents.strategies.base import Strategy
 from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
+from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
 
 SKILLS = ("infer_spec", "synth_body", "gen_invariant", "diagnose_error", "repair_code", "strengthen_spec")
 
@@ -165,7 +168,6 @@ def declaration_has_loop(program: str, line: int | None) -> bool:
     Reads tokens only (no prover): from the last ``method``/``lemma``/``constructor`` keyword at or
     before ``line`` to the next declaration keyword.
     """
-    from proofgym.envs.verifiers.dafny.lexer import DafnyLexError, tokenize
 
     if line is None:
         return False
@@ -184,8 +186,6 @@ def declaration_has_loop(program: str, line: int | None) -> bool:
 
 
 def _first_error_line(result: CheckResult) -> int | None:
-    import re
-
     for message in result.messages:
         m = re.match(r"line (\d+), col \d+: (?:Error|Timeout|Out of resource)", message)
         if m:
@@ -246,7 +246,6 @@ class SkillForge:
         call = SkillCall(skill, prompt, temperature, task, iteration)
         if callable(self.agent) and not hasattr(self.agent, "generate"):
             return str(self.agent(call))
-        from proofgym.agents.base import Request, SamplingParams
 
         request = Request(({"role": "system", "content": f"SkillForge skill: {skill}"},
                            {"role": "user", "content": prompt}),
@@ -505,8 +504,6 @@ class SkillForgeStrategy(Strategy):
         return route(diagnosis), BASE_TEMPERATURE, last, res, note
 
     def request(self, task: Task, sample: int, history: Sequence[Any]) -> Any:
-        from proofgym.agents.base import Request, SamplingParams
-
         if len(history) >= self.max_attempts or (history and history[-1].ok):
             return None
         skill, temperature, program, res, note = self.next_skill(history)

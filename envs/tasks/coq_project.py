@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from proofgym.envs.errors import ProofgymError
-from proofgym.envs.tasks.build import BuildReport
+from proofgym.envs.tasks.build import BuildReport, validate_tasks
 from proofgym.envs.tasks.coq_extract import (
     DEFAULT_SAMPLE_COUNTS,
     ExtractionStats,
@@ -67,6 +67,7 @@ from proofgym.envs.tasks.coq_extract import (
     extract_sources,
     sample_suite,
 )
+from proofgym.envs.tasks.suites import suite_dir, write_tasks
 from proofgym.envs.types import Task
 
 #: The Debian package that installs each library this module knows by name.
@@ -464,7 +465,6 @@ def build_coq_project(
     and the same command run again continues where it stopped (the ledger's rounds are reused
     when the source, seed and sample are the same). The report says how much was validated.
     """
-    from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     start = time.monotonic()
     out = Path(out) if out else suite_dir() / f"{project.suite}.jsonl"
@@ -558,7 +558,6 @@ def build_coq_project(
 def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bool, coq_args: Sequence[str],
                       record: Callable[[dict[str, Any], Mapping[str, Task]], None], stop: Callable[[], bool]) -> None:
     """Validate ``todo`` a file piece at a time; each piece done is ``record``ed as a round is."""
-    from proofgym.envs.tasks.build import validate_tasks
 
     given = {t.id: t for t in todo}
     last = [time.monotonic()]
@@ -575,8 +574,6 @@ def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bo
 
 
 def _validate_round(batch: list[Task], *, workers: int, progress: bool, coq_args: Sequence[str]) -> dict[str, Any]:
-    from proofgym.envs.tasks.build import validate_tasks
-
     start = time.monotonic()
     exclusions: dict[str, str] = {}
     kept, excluded, false_rejections = validate_tasks(batch, workers=workers, progress=progress,

@@ -17,13 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proofgym.envs.tasks.dafny_nl_tasks import TASKS, DafnyTaskSource
+from proofgym.envs.tasks.suites import write_tasks
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.dafny.integrity import declaration_views
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
+from proofgym.envs.verifiers.validation import validate_suite
 
 SUITE = "dafny-nl"
 DATA_PATH = Path(__file__).resolve().parent / "data" / f"{SUITE}.jsonl"
@@ -56,7 +61,6 @@ def build_tasks() -> list[Task]:
 
 def write_suite(path: Path = DATA_PATH, tasks: list[Task] | None = None) -> Path:
     """Write the suite's JSONL (what ``load_tasks("dafny-nl")`` reads)."""
-    from proofgym.envs.tasks.suites import write_tasks
 
     return write_tasks(path, tasks if tasks is not None else build_tasks())
 
@@ -68,7 +72,6 @@ def assume_false_variant(task: Task, verifier: Any) -> str:
     bodies; when a task has no method or lemma to gut, an ``assume false`` lemma that proves
     ``false`` is added instead.
     """
-    from proofgym.envs.verifiers.dafny.integrity import declaration_views
 
     program = task.reference_proof
     symbols = verifier.symbols(program)
@@ -107,10 +110,7 @@ class ValidationReport:
 def validate(tasks: list[Task], verifier: Any) -> ValidationReport:
     """Reference OK and ``assume false`` variant CHEATING, for every task (the one suite validator, on a pool
     over ``verifier``: :func:`proofgym.envs.verifiers.validation.validate_suite`)."""
-    import time
 
-    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
-    from proofgym.envs.verifiers.validation import validate_suite
 
     start = time.monotonic()
     with InProcessPool({"dafny": verifier}) as pool:

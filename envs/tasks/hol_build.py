@@ -28,7 +28,11 @@ from typing import Any
 from proofgym.envs.errors import ProofgymError, TaskFormatError
 from proofgym.envs.tasks.build import exclusion_key, exclusion_reason, render_exclusions
 from proofgym.envs.tasks.hol_extract import ExtractionReport, TimeoutRule, extract_file
+from proofgym.envs.tasks.suites import suite_dir, write_tasks
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_version
+from proofgym.envs.verifiers.pool.inprocess import InProcessPool
+from proofgym.envs.verifiers.validation import validate_suite
 
 SUITE_NAME = "hol-light"
 
@@ -109,8 +113,6 @@ def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, w
     "CHEATING": :func:`~proofgym.envs.tasks.build.exclusion_reason`) and is counted in ``excluded`` under
     that reason's group.
     """
-    from proofgym.envs.verifiers.pool.inprocess import InProcessPool
-    from proofgym.envs.verifiers.validation import validate_suite
 
     excluded = excluded if excluded is not None else Counter()
     false_rejections = false_rejections if false_rejections is not None else []
@@ -158,8 +160,6 @@ def build_hol_light(out: Path | None = None, *, hol_dir: str = "/usr/share/hol-l
                     rule: TimeoutRule | None = None, limit: int | None = None, progress: bool = True,
                     verifier: Any = None) -> HolBuildReport:
     """Extract, validate and write the default HOL Light suite (``<suite_dir>/hol-light.jsonl``)."""
-    from proofgym.envs.tasks.suites import suite_dir, write_tasks
-    from proofgym.envs.verifiers.hol_light import HolLightVerifier, hol_light_version
 
     start = time.monotonic()
     out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"

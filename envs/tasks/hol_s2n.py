@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -56,8 +57,11 @@ from typing import Any
 
 from proofgym.envs.errors import TaskFormatError, VerifierError
 from proofgym.envs.tasks.build import render_exclusions
+from proofgym.envs.tasks.hol_build import validate_tasks
 from proofgym.envs.tasks.hol_extract import CHEAT, TimeoutRule
 from proofgym.envs.tasks.hol_inline import SourceFile, SourceTree, Theorem, blank_comments
+from proofgym.envs.tasks.hol_obfuscate import ObfuscationReport, obfuscate_tasks
+from proofgym.envs.tasks.suites import suite_dir, write_tasks
 from proofgym.envs.types import Task
 from proofgym.envs.verifiers.hol_light import BaseContext
 
@@ -657,7 +661,6 @@ def _obfuscate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, 
                progress: bool) -> list[Task]:
     """The tasks with their queries obfuscated, one base at a time (a task whose object files are not
     built cannot load its context: kept as it is, and counted)."""
-    from proofgym.envs.tasks.hol_obfuscate import ObfuscationReport, obfuscate_tasks
 
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     total = ObfuscationReport(tier)
@@ -711,7 +714,6 @@ def build_objects(checkout: str | Path, objects: Sequence[str], *, jobs: int = 2
     Returns arch -> "ok" or the tail of make's output. Each architecture's objects are one ``make``
     call in ``<checkout>/<arch>`` (its ``%.o : %.S`` rule; arm cross-assembles on an x86-64 host).
     """
-    import subprocess
 
     done: dict[str, str] = {}
     for arch in sorted({_toplevel(o) for o in objects}):
@@ -728,7 +730,6 @@ def build_objects(checkout: str | Path, objects: Sequence[str], *, jobs: int = 2
 def _validate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, workers: int,
               rule: TimeoutRule | None, verifier: Any, limit: int | None, progress: bool,
               timed_by_bench: bool) -> list[Task]:
-    from proofgym.envs.tasks.hol_build import validate_tasks
 
     rule = rule or TimeoutRule()
     excluded: Counter = Counter()
@@ -770,7 +771,6 @@ def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: 
 
     With ``objects``, the object files the contexts read are built first (the checkout's Makefiles).
     """
-    from proofgym.envs.tasks.suites import suite_dir, write_tasks
 
     if not checkout:
         raise TaskFormatError("name the s2n-bignum checkout: proofgym build s2n-bignum --checkout DIR --hol-dir DIR")

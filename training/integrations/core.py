@@ -42,6 +42,8 @@ from typing import Any
 from proofgym.envs.episode import FINAL_VERDICTS, Episode, TaskSet, Turn
 from proofgym.envs.errors import VerifierError
 from proofgym.envs.types import Task
+from proofgym.envs.verifiers.pool import LocalVerifierPool
+from proofgym.training.data import grpo_rows, prompt_messages, repair_message
 from proofgym.training.rewards import Outcome, VerifierReward, harness_error
 
 __all__ = ["CHATML_FEEDBACK", "ProofScorer", "ProofSession", "SuiteLike", "TacticSession", "close_scorers",
@@ -111,7 +113,6 @@ class ProofScorer:
             systems = {t.system for t in self.tasks}
             return InProcessPool({s: ServiceVerifier(self.service_url, s, token=self._token) for s in systems},
                                  workers=max(1, self._workers))
-        from proofgym.envs.verifiers.pool import LocalVerifierPool
 
         return LocalVerifierPool(max(1, self._workers))
 
@@ -136,19 +137,16 @@ class ProofScorer:
 
     def prompt(self, task: str | Task, *, context_chars: int = 2000) -> list[dict[str, str]]:
         """The zero-shot chat prompt of a task, as GRPO and evaluation word it."""
-        from proofgym.training.data import prompt_messages
 
         return prompt_messages(self.task(task), context_chars=context_chars)
 
     def repair_turn(self, task: str | Task, feedback: str) -> dict[str, str]:
         """The user turn that shows the verifier's feedback, as evaluation's repair rounds word it."""
-        from proofgym.training.data import repair_message
 
         return repair_message(self.task(task).system, feedback)
 
     def rows(self, tasks: Iterable[Task] | None = None, *, context_chars: int = 2000) -> list[dict[str, Any]]:
         """Prompt rows (``prompt``, ``task_id``, ``system``, ``category``), GRPO's dataset columns."""
-        from proofgym.training.data import grpo_rows
 
         return grpo_rows(self.tasks if tasks is None else tasks, context_chars=context_chars)
 

@@ -28,7 +28,10 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
 
+from proofgym.training.data import to_dataset
+from proofgym.training.environment import environment_factory
 from proofgym.training.integrations.core import ProofScorer, SuiteLike, TacticSession
+from proofgym.training.rollout import RepairRollout
 
 __all__ = ["ProofgymSpec", "TacticToolEnv"]
 
@@ -127,7 +130,6 @@ class ProofgymSpec:
     @cached_property
     def train_dataset(self) -> Any:
         """A ``datasets.Dataset``: ``prompt`` (chat messages), ``task_id``, ``system``, ``category``."""
-        from proofgym.training.data import to_dataset
 
         tasks = self.scorer.tasks if self.task_ids is None else [self.scorer.task(t) for t in self.task_ids]
         return to_dataset(self.scorer.rows(tasks, context_chars=self.context_chars))
@@ -139,7 +141,6 @@ class ProofgymSpec:
             return self._make_tactic_env
         if not self.tools:
             return None
-        from proofgym.training.environment import environment_factory
 
         return environment_factory(self.scorer.tasks.by_id, self.scorer.pool, max_calls=self.max_tool_calls)
 
@@ -152,7 +153,6 @@ class ProofgymSpec:
         """
         if self.max_turns <= 1:
             return None
-        from proofgym.training.rollout import RepairRollout
 
         return RepairRollout(list(self.scorer.tasks), self.scorer.pool, max_turns=self.max_turns,
                              reward_map=self.scorer.reward.reward_map, context_chars=self.context_chars)

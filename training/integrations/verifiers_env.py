@@ -28,6 +28,7 @@ worker checks on one shared ``proofgym serve-verifier``. :func:`use_scorer` inst
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,6 +162,5 @@ def load_environment(suite: str = "coq-tiny", *, service_url: str | None = None,
 
 async def _in_thread(fn: Any, *args: Any) -> Any:
     """Run a blocking check off the event loop (a check takes a prover's time)."""
-    import asyncio
 
     return await asyncio.to_thread(fn, *args)

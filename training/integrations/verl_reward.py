@@ -24,6 +24,7 @@ proofgym; the function contract above is what verl calls (``verl/trainer/ppo/rew
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,6 @@ class ProofgymRewardManager:
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         """The reward loop's call: one sample (its last sequence), scored off the event loop."""
-        import asyncio
 
         last = data[len(data) - 1:]
         texts, _ = self._decoded(last)

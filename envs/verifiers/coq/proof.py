@@ -69,6 +69,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from proofgym.envs.parsing import last_code_block, normalize_unicode
 from proofgym.envs.types import Verdict
 from proofgym.envs.verifiers.base import Rejected
 from proofgym.envs.verifiers.coq.classes import (
@@ -523,7 +524,6 @@ def _clean_reply(proof: str, statement: str, context: str, notes: list[str]) -> 
     """The submission as Coq text. A model's reply may come as it was written (``proofgym check`` has no parser in
     front): the reply parser's rules for fences and typographic look-alikes apply here too. What lies outside the
     last fenced block is never run."""
-    from proofgym.envs.parsing import last_code_block, normalize_unicode
 
     if _FENCE_LINE_RE.search(proof):
         block = last_code_block(proof)[0]

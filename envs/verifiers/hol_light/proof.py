@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from proofgym.envs.errors import InvalidSubmission, TaskFormatError
+from proofgym.envs.parsing import last_code_block, normalize_unicode
 from proofgym.envs.verifiers.hol_light.lexer import split_phrases, strip_comments
 
 
@@ -59,7 +60,6 @@ def normalize_proof(proof: str) -> str:
     ERROR that says what to change). Anything else with several phrases (a definition, a directive, two
     tactics) goes to the server unchanged, which refuses it.
     """
-    from proofgym.envs.parsing import last_code_block, normalize_unicode
 
     if _FENCE_LINE.search(proof):
         block = last_code_block(proof)[0]
