@@ -139,7 +139,7 @@ class ModelServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}/v1"
 
     def take_ticket(self) -> int:
         with self._count_lock:

@@ -39,8 +39,8 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     """The strategy ``name`` with ``options`` (see the module docstring)."""
     target = _BUILTIN.get(name)
     if target is not None:
-        module, _, attr = target.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
+        module_name, _, attr = target.partition(":")
+        factory = getattr(importlib.import_module(module_name), attr)
     else:
         try:
             module = importlib.import_module(f"proofgym.agents.strategies.{name}")

@@ -176,7 +176,8 @@ class SeleneStrategy(Strategy):
     def augmented(self, task: Task) -> prompts.Augmented:
         """The task's specification with its ``<sim>``/``<dep>`` text (cached)."""
         if task.id not in self._augmented:
-            sim, dep = "", ()
+            sim: str = ""
+            dep: tuple[tuple[str, str], ...] = ()
             if self.library is not None and self.sim:
                 sim = self.library.similar(task, self.sim_lines)
             if self.library is not None and self.dep:

@@ -93,9 +93,11 @@ def cpu_seconds(pids: Iterable[int], *, reaped_children: bool = False) -> float:
     total = 0.0
     for pid in pids:
         fields = _stat_fields(pid)
+        if fields is None:  # gone
+            continue
         try:
-            total += sum(int(fields[i]) for i in columns) / ticks  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+            total += sum(int(fields[i]) for i in columns) / ticks
+        except (ValueError, IndexError):
             continue
     return total
 

@@ -109,7 +109,9 @@ class ServiceVerifier:
         return {"url": self.url, "system": self.system, "token": self.token, "timeout_s": self.timeout_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], state["system"], token=state["token"], timeout_s=state["timeout_s"])
+        self.url, self.system, self.token, self.timeout_s = (state["url"], state["system"], state["token"],
+                                                             state["timeout_s"])
+        self._client = VerifierServiceClient(self.url, token=self.token, timeout_s=self.timeout_s)
 
     def check(self, task: Task, proof: str) -> CheckResult:
         if task.system != self.system:
