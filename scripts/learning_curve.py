@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shlex
 import subprocess
 import sys
@@ -659,6 +660,30 @@ def write_report(args: argparse.Namespace) -> Path:
     return out
 
 
+def task_interval(per_task: Mapping[str, Any], *, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95% bootstrap interval (over tasks, seeded: the same every time) of an arm's mean pass@1."""
+    rates = [ok / n for ok, n in per_task.values() if n]
+    if not rates:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(rates, k=len(rates))) / len(rates) for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def _plot_pass1_bars(ax: Any, held: Mapping[str, Any]) -> None:
+    """Greedy arms have one point each (k=1): a bar per arm with its interval over tasks reads better than dots."""
+    names = sorted(held, key=lambda n: held[n]["pass@1"])
+    values = [100 * held[n]["pass@1"] for n in names]
+    lows, highs = zip(*(task_interval(held[n]["per_task"]) for n in names), strict=True)
+    errors = [[v - 100 * lo for v, lo in zip(values, lows, strict=True)],
+              [100 * hi - v for v, hi in zip(values, highs, strict=True)]]
+    ax.barh(range(len(names)), values, xerr=errors, color="tab:blue", alpha=0.7, capsize=3)
+    ax.set_yticks(range(len(names)), [f"{held[n]['of']} (T={held[n]['temperature']:g})" for n in names],
+                  fontsize=8)
+    ax.set_xlabel("held-out pass@1 % (95% interval over tasks)")
+    ax.set_title("held-out pass@1 at each arm's chosen temperature")
+
+
 def plot(arms: Mapping[str, Any], path: Path) -> Path | None:
     try:
         import matplotlib
@@ -672,13 +697,16 @@ def plot(arms: Mapping[str, Any], path: Path) -> Path | None:
     if not held and not sweeps:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for rec in held.values():
-        curve = rec["pass@k_curve"]
-        axes[0].plot(range(1, len(curve) + 1), [100 * c for c in curve], marker=".",
-                     label=f"{rec['of']} (T={rec['temperature']:g})")
-    axes[0].set_xlabel("k")
-    axes[0].set_ylabel("held-out pass@k %")
-    axes[0].set_title("pass@k at each arm's chosen temperature")
+    if held and all(sum(c is not None and c == c for c in rec["pass@k_curve"]) == 1 for rec in held.values()):  # NaN != NaN
+        _plot_pass1_bars(axes[0], held)
+    else:
+        for rec in held.values():
+            curve = rec["pass@k_curve"]
+            axes[0].plot(range(1, len(curve) + 1), [100 * c for c in curve], marker=".",
+                         label=f"{rec['of']} (T={rec['temperature']:g})")
+        axes[0].set_xlabel("k")
+        axes[0].set_ylabel("held-out pass@k %")
+        axes[0].set_title("pass@k at each arm's chosen temperature")
     for rec in sweeps.values():
         ts = sorted(rec["temperatures"], key=float)
         axes[1].plot([float(t) for t in ts], [100 * rec["temperatures"][t]["pass@1"] for t in ts], marker="o",

@@ -198,3 +198,31 @@ def test_the_report_finds_a_run_not_yet_relocated(tmp_path, monkeypatch):
     assert "| sft-s0 | 0 | 50.0% |" in (tmp_path / "work" / "LEARNING.md").read_text()
     lc.relocate_results(lc.LEGACY_RESULTS / "r", lc.RESULTS / "r", roots=[Path("/work/main")], say=lambda _: None)
     assert lc.parse_args(["--run", "r", "--report"]).results == str(lc.RESULTS)  # once moved: found there
+
+
+def test_greedy_arms_plot_as_bars_with_an_interval_over_tasks(tmp_path):
+    """Arms scored greedily have one pass@k point each (old arm files pad theirs with NaN): the plot draws a bar per
+    arm with a seeded 95% interval over tasks, which contains the arm's mean and is the same on every call."""
+    pytest.importorskip("matplotlib")
+    lc = _script()
+    per_task = {f"t{i}": [1 if i < 5 else 0, 1] for i in range(50)}  # 10% solved
+    lo, hi = lc.task_interval(per_task)
+    assert lo < 0.10 < hi and (lo, hi) == lc.task_interval(per_task)
+    assert lc.task_interval({"t": [0, 0]}) == (0.0, 0.0)
+    arms = {"heldout-a": {"kind": "heldout", "of": "a", "temperature": 0.0, "pass@1": 0.1, "per_task": per_task,
+                          "pass@k_curve": [0.1, float("nan")]},
+            "heldout-b": {"kind": "heldout", "of": "b", "temperature": 0.0, "pass@1": 0.1, "per_task": per_task,
+                          "pass@k_curve": [0.1]}}
+    import matplotlib.axes
+
+    drawn: list[int] = []
+    original = matplotlib.axes.Axes.barh
+
+    def barh(self, y, *args, **kwargs):  # records the bars, then draws them
+        drawn.append(len(y))
+        return original(self, y, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.axes.Axes, "barh", barh)
+        out = lc.plot(arms, tmp_path / "curve.png")
+    assert out is not None and out.stat().st_size > 0 and drawn == [2]
