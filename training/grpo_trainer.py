@@ -126,10 +126,12 @@ def host_memory() -> dict[str, float]:
     from 4.9 to 7.7 GB over 16 steps (scripts/bench_grpo_memory.py measures where it goes).
     """
 
-    out = {"memory/host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}
-    try:
+    out = {}
+    try:  # now first, then the peak: memory that grows between the two reads cannot put "now" above the peak
         with open("/proc/self/statm", encoding="ascii") as fh:
             out["memory/host_rss_gib"] = round(int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30, 3)
     except OSError:  # not Linux: the peak is what there is
         pass
+    peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)
+    out["memory/host_peak_rss_gib"] = max(peak, out.get("memory/host_rss_gib", 0.0))
     return out
