@@ -12,26 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from proofgym.envs.types import Task, Verdict
-from proofgym.envs.verifiers.base import Rejected
+from proofgym.envs.types import Verdict
 from proofgym.envs.verifiers.coq.proof import normalize_proof
-
-ADD_0 = "Lemma t (n : nat) : n + 0 = n."
-IND = "induction n; simpl; congruence."
-
-
-def _coq(tid: str, statement: str = ADD_0, context: str = "", qualid: str = "") -> Task:
-    metadata: dict[str, object] = {"allowed_axioms": []}
-    if qualid:
-        metadata["qualid"] = qualid
-    return Task(id=f"rt7.{tid}", system="coq", context=context, statement=statement,
-                reference_proof=f"Proof. {IND} Qed.", category="P1", timeout_s=20, metadata=metadata)
-
-
-def _rejected(proof: str, statement: str = ADD_0) -> Rejected:
-    with pytest.raises(Rejected) as info:
-        normalize_proof(proof, statement)
-    return info.value
+from tests.redteam.coq_common import ADD_0, IND
+from tests.redteam.coq_common import coq_task as _coq
+from tests.redteam.coq_common import rejected as _rejected
 
 
 @pytest.fixture(scope="module")
