@@ -112,13 +112,15 @@ def test_the_grpo_trainer_generates_a_group_with_one_prefill_per_prompt(tiny, mo
     from accelerate import Accelerator
 
     from proofgym.agents import generation
+    from proofgym.training import grpo_trainer
     from proofgym.training.grpo_trainer import ProofGRPOTrainer
 
     model, tok = tiny
     prompts = _prompts(tok)
     calls = []
     real = generation.generate_shared_prefix
-    monkeypatch.setattr(generation, "generate_shared_prefix", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    assert grpo_trainer.generate_shared_prefix is real  # the trainer's name is the shared path; patched where it is used
+    monkeypatch.setattr(grpo_trainer, "generate_shared_prefix", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
     config = GenerationConfig(max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id,
                               eos_token_id=tok.eos_token_id)
     accelerator = Accelerator(cpu=True)
