@@ -32,6 +32,12 @@ Training arms and their validation sweeps run first; every held-out evaluation r
    variance; in session 15 it broke the policy rather than standing still).
 7. ``expert-…``: expert iteration from the warm start with the *same number of policy samples* as
    GRPO (its training completions plus its curriculum estimates), the baseline GRPO must beat.
+8. ``coverage-…`` (only with ``--coverage-k K``): when an arm's chosen temperature is 0, its held-out
+   score is one greedy reply per task and says nothing of coverage. A coverage arm samples K replies
+   per held-out task (``--coverage-tasks N``: the same seeded N tasks for every arm, so arms pair by
+   task) at the arm's best *sampling* temperature: the T > 0 with the highest validation pass@k at
+   k = --sweep-k (ties: the lower T), read from its sweep. Its pass@k curve for k = 1..K answers
+   "does the warm start catch up at large k?". It runs after every held-out arm.
 
 Statistics: every Δ is paired by task against the warm start each run started from, with a
 hierarchical bootstrap (training runs resampled, then held-out tasks), so the interval covers seed
@@ -112,6 +118,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--sweep-k", type=int, default=2, help="samples per validation task at each T > 0")
     g.add_argument("--k", type=int, default=16, help="samples per held-out task (pass@k curves for k=1..K)")
     g.add_argument("--eval-max-tokens", type=int, default=96, help="tokens per reply in evaluation")
+    g.add_argument("--coverage-k", type=int, default=0,
+                   help="add coverage-<arm> arms: K samples per held-out task at the arm's best T > 0 (0: none)")
+    g.add_argument("--coverage-tasks", type=int, default=0,
+                   help="coverage arms score a seeded sample of N held-out tasks, the same for every arm (0: all)")
     g.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples")
     g = p.add_argument_group("machine")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 on a shared machine)")
@@ -504,6 +514,8 @@ def plan(args: argparse.Namespace) -> list[str]:
         trained.append(f"sft-s{s}")
         trained += [f"{algo}-s{s}-r{r}" for r in args.seeds for algo in args.algos]
     names = [name for arm in trained for name in (arm, f"sweep-{arm}")] + [f"heldout-{arm}" for arm in trained]
+    if args.coverage_k:
+        names += [f"coverage-{arm}" for arm in trained]
     if args.only:
         prefixes = tuple(p for p in args.only.split(",") if p)
         names = [n for n in names if n.startswith(prefixes)]
@@ -546,6 +558,8 @@ def run_arm(args: argparse.Namespace, arm: str, sides: Mapping[str, list[Any]], 
                              temperature=t, n=args.k)
         return {"kind": "heldout", "of": trained, "split": "heldout", "temperature": t, "per_task": counts,
                 "pass@1": mean_pass1(counts), "pass@k_curve": pass_at_k_curve(counts, args.k)}
+    if arm.startswith("coverage-"):
+        return run_coverage(args, arm.removeprefix("coverage-"), sides["heldout"])
     algo, s, r = arm.split("-")
     start = checkpoint_of(args, f"sft-{s}")
     seed = int(r.removeprefix("r"))
@@ -560,6 +574,49 @@ def run_arm(args: argparse.Namespace, arm: str, sides: Mapping[str, list[Any]], 
     result = run_grpo(args, suite, work / arm, start, seed, algo)
     return train_record(result, work, seed=seed, start=f"sft-{s}", algo=algo,
                         policy_samples=grpo_samples(result, args, len(sides["train"])))
+
+
+def sampling_temperature(sweep: Mapping[str, Any], k: int) -> tuple[float, float]:
+    """The T > 0 with the highest validation pass@k (k = the sweep's samples per task; ties: the lower T), and
+    that pass@k: the temperature a coverage arm samples at, chosen on validation like every other choice."""
+    scored = {}
+    for t, rec in sweep["temperatures"].items():
+        if float(t) > 0:
+            scores = task_scores(rec["per_task"], k)
+            scored[float(t)] = sum(scores.values()) / len(scores) if scores else 0.0
+    if not scored:
+        raise SystemExit(f"sweep-{sweep['of']} sampled at no T > 0: a coverage arm has no temperature to use")
+    best = min(scored, key=lambda t: (-scored[t], t))
+    return best, scored[best]
+
+
+def coverage_tasks(heldout: Sequence[Any], n: int) -> list[Any]:
+    """The held-out tasks coverage arms score: all, or a seeded sample of ``n`` in split order (the same tasks
+    for every arm and every rerun, so coverage arms pair by task)."""
+    import random
+
+    if not n or n >= len(heldout):
+        return list(heldout)
+    keep = set(random.Random(0).sample(range(len(heldout)), n))
+    return [t for i, t in enumerate(heldout) if i in keep]
+
+
+def run_coverage(args: argparse.Namespace, trained: str, heldout: Sequence[Any]) -> dict[str, Any]:
+    from proofgym.envs.tasks.suites import write_tasks
+
+    sweep = read_arm(args, f"sweep-{trained}")
+    if sweep is None:
+        raise SystemExit(f"sweep-{trained} has not finished: the coverage temperature is chosen there")
+    t, val = sampling_temperature(sweep, args.sweep_k)
+    tasks = coverage_tasks(heldout, args.coverage_tasks)
+    work = Path(args.work)
+    tasks_file = write_tasks(work / f"coverage-{len(tasks)}.jsonl", tasks)
+    counts = evaluate_on(args, tasks_file, checkpoint_of(args, trained), work / "eval" / f"coverage-{trained}",
+                         temperature=t, n=args.coverage_k)
+    return {"kind": "coverage", "of": trained, "split": "heldout", "temperature": t,
+            "chosen_by": f"validation pass@{args.sweep_k} {val:.4f}, best of T > 0 (ties: the lower T)",
+            "heldout_tasks": len(heldout), "per_task": counts, "pass@1": mean_pass1(counts),
+            "pass@k_curve": pass_at_k_curve(counts, args.coverage_k)}
 
 
 def planned_grpo_samples(args: argparse.Namespace, n_train: int) -> int:
@@ -584,16 +641,17 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
 
 
-def comparisons(arms: Mapping[str, Any], k: int, resamples: int) -> dict[str, Any]:
-    """Per algorithm: Δ pass@1 and Δ pass@k against the warm start each run came from (held-out, chosen T's)."""
+def comparisons(arms: Mapping[str, Any], k: int, resamples: int, *, kind: str = "heldout") -> dict[str, Any]:
+    """Per algorithm: Δ pass@1 and Δ pass@k against the warm start each run came from (held-out, chosen T's;
+    ``kind="coverage"``: the coverage arms, each at its best sampling temperature)."""
     out: dict[str, Any] = {}
     for algo in ALGOS:
         pairs1, pairsk = [], []
         for name, rec in arms.items():
-            if not name.startswith(f"heldout-{algo}-"):
+            if not name.startswith(f"{kind}-{algo}-"):
                 continue
             start = arms.get(rec["of"], {}).get("start")
-            base = arms.get(f"heldout-{start}") if start else None
+            base = arms.get(f"{kind}-{start}") if start else None
             if base is None:
                 continue
             pairs1.append((task_scores(rec["per_task"]), task_scores(base["per_task"])))
@@ -639,6 +697,21 @@ def write_report(args: argparse.Namespace) -> Path:
         picks = ", ".join(_pct(curve[k - 1]) for k in (1, 2, 4, 8, 16) if k <= len(curve))
         lines.append(f"| {rec['of']} | {rec['temperature']:g} | {_pct(rec['pass@1'])} | {picks} | "
                      f"{len(rec['per_task'])} |")
+    coverage = {n: r for n, r in arms.items() if r.get("kind") == "coverage"}
+    if coverage:
+        kc = min(len(r["pass@k_curve"]) for r in coverage.values())
+        lines += ["", f"Coverage (held-out, {len(next(iter(coverage.values()))['per_task'])} tasks, each arm at its "
+                  f"best validation T > 0):", "", "| arm | T | pass@k (k=1,2,4,8,16) | tasks solved at all |",
+                  "|---|---|---|---|"]
+        for rec in coverage.values():
+            picks = ", ".join(_pct(rec["pass@k_curve"][k - 1]) for k in (1, 2, 4, 8, 16)
+                              if k <= len(rec["pass@k_curve"]))
+            solved = sum(1 for c, _ in rec["per_task"].values() if c)
+            lines.append(f"| {rec['of']} | {rec['temperature']:g} | {picks} | {solved} |")
+        for algo, d in comparisons(arms, kc, args.bootstrap, kind="coverage").items():
+            dk = d.get(f"pass@{kc}")
+            lines.append(f"- coverage, {algo} against its warm start: pass@1 {_interval(d['pass@1'])}"
+                         + (f"; pass@{kc} {_interval(dk)}" if dk else "") + f" ({d['pass@1']['runs']} run(s))")
     lines += ["", "Validation sweeps (mean pass@1 per temperature):", ""]
     for rec in arms.values():
         if rec.get("kind") == "sweep":
@@ -683,6 +756,18 @@ def _plot_pass1_bars(ax: Any, held: Mapping[str, Any]) -> None:
     ax.set_title("held-out pass@1 at each arm's chosen temperature")
 
 
+def _plot_coverage(ax: Any, coverage: Mapping[str, Any]) -> None:
+    """pass@k against k (log scale) for each coverage arm: does the warm start catch up at large k?"""
+    for rec in coverage.values():
+        curve = rec["pass@k_curve"]
+        ax.plot(range(1, len(curve) + 1), [100 * c for c in curve], marker=".",
+                label=f"{rec['of']} (T={rec['temperature']:g})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per task)")
+    ax.set_ylabel("held-out pass@k %")
+    ax.set_title(f"coverage on {len(next(iter(coverage.values()))['per_task'])} held-out tasks")
+
+
 def plot(arms: Mapping[str, Any], path: Path) -> Path | None:
     try:
         import matplotlib
@@ -693,9 +778,12 @@ def plot(arms: Mapping[str, Any], path: Path) -> Path | None:
         return None
     held = {n: r for n, r in arms.items() if r.get("kind") == "heldout" and r.get("pass@k_curve")}
     sweeps = {n: r for n, r in arms.items() if r.get("kind") == "sweep"}
-    if not held and not sweeps:
+    coverage = {n: r for n, r in arms.items() if r.get("kind") == "coverage" and r.get("pass@k_curve")}
+    if not held and not sweeps and not coverage:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 3 if coverage else 2, figsize=(16 if coverage else 11, 3.8))
+    if coverage:
+        _plot_coverage(axes[2], coverage)
     if held and all(sum(c is not None and c == c for c in rec["pass@k_curve"]) == 1 for rec in held.values()):  # NaN != NaN
         _plot_pass1_bars(axes[0], held)
     else:

@@ -226,3 +226,56 @@ def test_greedy_arms_plot_as_bars_with_an_interval_over_tasks(tmp_path):
         mp.setattr(matplotlib.axes.Axes, "barh", barh)
         out = lc.plot(arms, tmp_path / "curve.png")
     assert out is not None and out.stat().st_size > 0 and drawn == [2]
+
+
+def test_a_coverage_arm_samples_at_the_best_validation_temperature_above_zero():
+    """Every coq_p12b arm chose T=0, so its held-out score is one greedy reply per task: a coverage arm samples
+    instead, at the T > 0 whose validation pass@k (k = the sweep's samples) is highest, ties to the lower T."""
+    lc = _script()
+    sweep = {"of": "sft-s0", "temperatures": {
+        "0": {"pass@1": 0.5, "per_task": {"a": [1, 1], "b": [1, 1]}},  # greedy: never a sampling temperature
+        "0.3": {"pass@1": 0.25, "per_task": {"a": [1, 2], "b": [0, 2]}},  # pass@2 0.5
+        "0.6": {"pass@1": 0.25, "per_task": {"a": [0, 2], "b": [1, 2]}},  # pass@2 0.5: a tie, the lower T wins
+        "1": {"pass@1": 0.0, "per_task": {"a": [0, 2], "b": [0, 2]}}}}
+    assert lc.sampling_temperature(sweep, 2) == (0.3, 0.5)
+    sweep["temperatures"]["1"]["per_task"] = {"a": [1, 2], "b": [2, 2]}  # pass@2 1.0, though pass@1 is lower
+    assert lc.sampling_temperature(sweep, 2) == (1.0, 1.0)
+    with pytest.raises(SystemExit, match="no T > 0"):
+        lc.sampling_temperature({"of": "x", "temperatures": {"0": sweep["temperatures"]["0"]}}, 2)
+
+
+def test_coverage_arms_score_the_same_seeded_held_out_tasks_in_split_order():
+    lc = _script()
+    heldout = [f"t{i}" for i in range(40)]
+    picked = lc.coverage_tasks(heldout, 10)
+    assert len(picked) == 10 == len(set(picked)) and picked == lc.coverage_tasks(list(heldout), 10)
+    assert picked == sorted(picked, key=heldout.index) and picked != heldout[:10]
+    assert lc.coverage_tasks(heldout, 0) == heldout == lc.coverage_tasks(heldout, 99)
+    args = lc.parse_args(["--run", "r", "--seeds", "0", "--algos", "grpo", "--coverage-k", "8"])
+    assert lc.plan(args)[-2:] == ["coverage-sft-s0", "coverage-grpo-s0-r0"]  # after every held-out arm
+    assert not any(n.startswith("coverage-") for n in lc.plan(lc.parse_args(["--run", "r"])))
+
+
+def test_the_report_shows_coverage_curves_and_their_paired_delta(tmp_path):
+    pytest.importorskip("matplotlib")
+    lc = _script()
+    results = tmp_path / "results" / "r"
+    results.mkdir(parents=True)
+    base = {f"t{i}": [1 if i < 2 else 0, 8] for i in range(20)}  # two tasks solved once in 8
+    better = {f"t{i}": [4 if i < 2 else (1 if i < 6 else 0), 8] for i in range(20)}  # those two more, and 4 more
+    arms = {"sft-s0": {"kind": "train"}, "grpo-s0-r0": {"kind": "train", "start": "sft-s0"},
+            "coverage-sft-s0": {"kind": "coverage", "of": "sft-s0", "temperature": 0.3, "per_task": base,
+                                "pass@k_curve": lc.pass_at_k_curve(base, 8)},
+            "coverage-grpo-s0-r0": {"kind": "coverage", "of": "grpo-s0-r0", "temperature": 0.6, "per_task": better,
+                                    "pass@k_curve": lc.pass_at_k_curve(better, 8)}}
+    for name, rec in arms.items():
+        (results / f"{name}.json").write_text(json.dumps(rec))
+    work = tmp_path / "work"
+    assert lc.main(["--run", "r", "--results", str(tmp_path / "results"), "--work", str(work), "--report",
+                    "--bootstrap", "500"], say=lambda _: None) == 0
+    text = (work / "LEARNING.md").read_text()
+    assert "| sft-s0 | 0.3 | 1.2%, 2.5%, 5.0%, 10.0% | 2 |" in text
+    assert "| grpo-s0-r0 | 0.6 | 7.5%," in text and "| 6 |" in text
+    line = next(x for x in text.splitlines() if x.startswith("- coverage, grpo"))
+    assert "pass@8 +20.0 pp" in line  # 6 of 20 tasks solved at all, against 2
+    assert (work / "learning_curve.png").stat().st_size > 0
