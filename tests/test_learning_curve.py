@@ -107,12 +107,15 @@ def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, ca
     lc = _script()
     out = tmp_path / "lc"
     common = ["--smoke", "--out", str(out), "--verifier-factory", "tests.fakes:EvenVerifier",
-              "--algos", "grpo,shuffled,expert"]
+              "--algos", "grpo,shuffled,expert", "--coverage-k", "4", "--coverage-tasks", "1"]
     assert lc.main(common) == 0
     results = out / "results" / "smoke"
     names = {p.stem for p in results.glob("*.json")}
     assert names == {f"{kind}{arm}" for arm in ("sft-s0", "grpo-s0-r0", "shuffled-s0-r0", "expert-s0-r0")
-                     for kind in ("", "sweep-", "heldout-")}
+                     for kind in ("", "sweep-", "heldout-", "coverage-")}
+    cover = json.loads((results / "coverage-grpo-s0-r0.json").read_text())
+    assert cover["temperature"] > 0 and len(cover["per_task"]) == 1 and len(cover["pass@k_curve"]) == 4
+    assert all(n == 4 for _, n in cover["per_task"].values())
     for path in results.glob("*.json"):
         record = json.loads(path.read_text())
         assert record["command"].startswith("python scripts/learning_curve.py --smoke")
@@ -122,7 +125,8 @@ def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, ca
     assert set(sweep["temperatures"]) == {"0", "0.3", "0.6", "1"} and sweep["split"] == "validation"
     held = json.loads((results / "heldout-grpo-s0-r0.json").read_text())
     assert held["temperature"] == json.loads((results / "sweep-grpo-s0-r0.json").read_text())["chosen_temperature"]
-    assert len(held["pass@k_curve"]) == 4 and set(held["per_task"]) == set(
+    assert len(held["pass@k_curve"]) == (1 if held["temperature"] == 0 else 4)  # greedy at T=0: one reply, k=1
+    assert set(held["per_task"]) == set(
         json.loads((results / "heldout-sft-s0.json").read_text())["per_task"])
     grpo, expert = (json.loads((results / f"{a}-s0-r0.json").read_text()) for a in ("grpo", "expert"))
     assert expert["grpo_policy_samples"] == grpo["policy_samples"] and expert["budget_from"] == "grpo arm"
