@@ -58,7 +58,6 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -340,49 +339,6 @@ def run_sft(args: argparse.Namespace, suite: Path, out: Path, seed: int) -> Any:
                                     **common(args, suite, out, seed)))
 
 
-class GroupShuffledReward:
-    """The matched-scale control: each GRPO group's rewards shuffled among that group's completions.
-
-    TRL scores a batch as consecutive groups of ``group`` completions of one prompt. Shuffling inside
-    each group keeps the group's rewards, hence its mean, spread and advantage magnitudes, exactly; only
-    which completion earns which is random. (Harness failures, ``None``, stay where they are.)
-    """
-
-    def __init__(self, reward: Any, *, seed: int = 0, group: int = 4) -> None:
-        import random
-
-        self.reward = reward
-        self.__name__ = reward.__name__
-        self.group = group
-        self._rng = random.Random(seed)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["reward"], name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
-        rewards = list(self.reward(*args, **kwargs))
-        for start in range(0, len(rewards), self.group):
-            scored = [i for i in range(start, min(start + self.group, len(rewards))) if rewards[i] is not None]
-            values = [rewards[i] for i in scored]
-            self._rng.shuffle(values)
-            for i, value in zip(scored, values, strict=True):
-                rewards[i] = value
-        return rewards
-
-
-@contextmanager
-def group_shuffled_control(group: int) -> Any:
-    """Make train_grpo's control wrapper (``control_permute_rewards``) shuffle within groups, for one run."""
-    import proofgym.training.rewards as rewards
-
-    original = rewards.PermutedReward
-    rewards.PermutedReward = lambda reward, *, seed=0: GroupShuffledReward(reward, seed=seed, group=group)
-    try:
-        yield
-    finally:
-        rewards.PermutedReward = original
-
-
 def run_grpo(args: argparse.Namespace, suite: Path, out: Path, start: Path, seed: int, algo: str) -> Any:
     from proofgym.training.grpo import train_grpo
     from proofgym.training.grpo_config import ProofGRPOConfig
@@ -394,10 +350,7 @@ def run_grpo(args: argparse.Namespace, suite: Path, out: Path, start: Path, seed
         max_completion_length=args.completion_tokens, temperature=args.train_temperature,
         curriculum=not args.no_curriculum, curriculum_k=args.curriculum_k,
         curriculum_refresh_steps=args.curriculum_refresh, control_permute_rewards=algo != "grpo",
-        **common(args, suite, out, seed))
-    if algo == "shuffled":
-        with group_shuffled_control(args.generations):
-            return train_grpo(cfg)
+        control_within_groups=algo == "shuffled", **common(args, suite, out, seed))
     return train_grpo(cfg)
 
 

@@ -63,10 +63,14 @@ def test_pass_at_k_curves_and_the_chosen_temperature():
 
 
 def test_the_shuffled_control_keeps_each_groups_rewards():
-    lc = _script()
+    from proofgym.training.rewards import PermutedReward
+
     rewards = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, None, 0.0]
-    control = lc.GroupShuffledReward(lambda *a, **k: list(rewards), seed=3, group=4)
-    control.__name__ = "r"
+
+    def reward(*args: Any, **kwargs: Any) -> list[float | None]:
+        return list(rewards)
+
+    control = PermutedReward(reward, seed=3, group=4)  # type: ignore[arg-type]
     seen = [control() for _ in range(20)]
     for out in seen:
         assert sorted(out[:4]) == sorted(rewards[:4]) and out[6] is None

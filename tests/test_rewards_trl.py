@@ -229,3 +229,37 @@ def test_the_permuted_reward_control_keeps_the_rewards_and_loses_which_completio
         assert sorted(r for r in rewards if r is not None) == sorted(r for r in true if r is not None)
     assert any(rewards != true for rewards in shuffled)
     assert control.last_metrics["proof/ok_rate"] == 2 / 7 and control.__name__ == "verifier"  # true metrics
+
+
+def test_the_within_group_control_keeps_every_groups_rewards_and_loses_which_completion_earned_them(tiny_suite):
+    """The matched-scale control: TRL scores a batch as consecutive groups, so each group keeps its rewards (its
+    advantages' magnitudes) and only the pairing of completion and reward is random."""
+    tasks = load_tasks(tiny_suite)
+    proofs = ["ok", "fail", "fail", "fail", "ok", "ok", "crash", "fail"]
+    true = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, None, 0.0]
+    with LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier") as pool:
+        control = PermutedReward(VerifierReward(tasks, pool), seed=3, group=4)
+        shuffled = [control(prompts=["p"] * 8, completions=[fenced(p) for p in proofs], task_id=["tiny.lia"] * 8)
+                    for _ in range(6)]
+    for rewards in shuffled:
+        assert sorted(rewards[:4]) == [0.0, 0.0, 0.0, 1.0] and rewards[6] is None
+        assert sorted(r for r in rewards[4:] if r is not None) == [0.0, 1.0, 1.0]
+    assert len({tuple(r[:4]) for r in shuffled}) > 1
+    with pytest.raises(ValueError, match="positive group size"):
+        PermutedReward(control.reward, group=0)
+
+
+def test_train_grpo_builds_the_control_its_config_names(tiny_suite):
+    """``control_within_groups`` reaches the wrapper train_grpo builds (an experiment once set it by patching a
+    module attribute, which a module-level import would silently have bypassed), and the log line says which."""
+    pytest.importorskip("trl")
+    from proofgym.training.grpo import control_reward
+    from proofgym.training.grpo_config import ProofGRPOConfig
+
+    said: list[str] = []
+    for within, group, words in ((False, None, "across each batch"), (True, 4, "within each group of 4")):
+        cfg = ProofGRPOConfig(output_dir="unused", report_to="none", num_generations=4, control_permute_rewards=True,
+                              control_within_groups=within, per_device_train_batch_size=8)
+        with LocalVerifierPool(1, verifier_factory="tests.test_rewards_trl:ScriptVerifier") as pool:
+            wrapper = control_reward(cfg, VerifierReward(load_tasks(tiny_suite), pool), said.append)
+        assert wrapper.group == group and words in said[-1]

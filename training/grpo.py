@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,16 @@ from proofgym.training.plan import check_vllm_caps, plan_run
 from proofgym.training.reward_service import reward_backend
 from proofgym.training.rewards import PermutedReward, VerifierReward, check_reward_policy
 from proofgym.training.rollout import RepairRollout, render_chat, token_ids
+
+
+def control_reward(cfg: ProofGRPOConfig, reward: VerifierReward, announce: Callable[[str], None]) -> PermutedReward:
+    """The negative control's reward (``control_permute_rewards``): shuffled across the batch, or within each
+    group with ``control_within_groups`` (the matched-scale control); the log says which."""
+    group = cfg.num_generations if cfg.control_within_groups else None
+    scope = f"within each group of {group}" if group else "across each batch"
+    announce(f"control run: the verifier's rewards are shuffled {scope} (control_permute_rewards"
+             + (", control_within_groups)" if group else ")"))
+    return PermutedReward(reward, seed=cfg.seed, group=group)
 
 
 def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
@@ -119,9 +129,7 @@ def train_grpo(cfg: ProofGRPOConfig) -> TrainResult:
                 on_estimate=lambda step, counts: pass_rates.add(step, counts, "curriculum"))
         callbacks = [c for c in (curriculum_callback, evaluator, interrupt, MetricsPrinter(), TrainingHealthCallback(),
                                  pass_rates, ReleaseHostMemory()) if c is not None]
-        if cfg.control_permute_rewards:
-            announce("control run: the verifier's rewards are shuffled across each batch (control_permute_rewards)")
-        reward_func = backend.wrap(PermutedReward(reward, seed=cfg.seed) if cfg.control_permute_rewards else reward)
+        reward_func = backend.wrap(control_reward(cfg, reward, announce) if cfg.control_permute_rewards else reward)
         trainer = ProofGRPOTrainer(model=model, reward_funcs=[reward_func], args=cfg, train_dataset=to_dataset(rows),
                                    processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks,
                                    rollout_func=rollout, environment_factory=environments, curriculum=curriculum)

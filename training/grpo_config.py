@@ -85,6 +85,10 @@ class ProofGRPOConfig(ProofgymArguments, GRPOConfig):
         default=False, metadata={"help": "Negative control for experiments: shuffle the verifier's rewards across "
                                          "each batch before GRPO sees them (same reward distribution, no relation "
                                          "to the completions). Metrics stay the true ones. Never for real training."})
+    control_within_groups: bool = field(
+        default=False, metadata={"help": "With control_permute_rewards: shuffle within each group of "
+                                         "num_generations completions instead of across the batch, so every group "
+                                         "keeps its advantage magnitudes (the matched-scale control)."})
     tool_env: bool = field(
         default=False, metadata={"help": "Give the policy a check_proof tool (TRL environment_factory): it may test "
                                          "proofs before answering; the final answer is rewarded. Needs a chat "

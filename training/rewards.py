@@ -331,7 +331,7 @@ class VerifierReward:
 
 
 class PermutedReward:
-    """A negative control: the wrapped reward's values, shuffled across the batch before GRPO sees them.
+    """A negative control: the wrapped reward's values, shuffled before GRPO sees them.
 
     Every completion still gets checked and every metric is the true one (the wrapped reward logs
     them), but which completion earns which reward is random, so the rewards keep their
@@ -339,25 +339,36 @@ class PermutedReward:
     this control measures something other than learning from the verifier (noise, the warm start,
     the evaluation). Harness failures (``None``) stay where they are.
 
+    Two scopes. Across the batch (``group=None``) changes each group's mean and spread, so the
+    advantages' scale changes too (in session 15 it broke the policy rather than standing still).
+    Within each group (``group=G``: TRL scores a batch as consecutive groups of G completions of one
+    prompt) every group keeps its rewards, hence its mean, spread and advantage magnitudes, exactly:
+    an update of GRPO's scale without the verifier's direction, the matched-scale control.
+
     Args:
         reward: The reward function to wrap (a :class:`VerifierReward`).
         seed: Seed of the shuffles.
+        group: Shuffle within consecutive groups of this size; ``None``: across the whole batch.
     """
 
-    def __init__(self, reward: VerifierReward, *, seed: int = 0) -> None:
+    def __init__(self, reward: VerifierReward, *, seed: int = 0, group: int | None = None) -> None:
+        if group is not None and group < 1:
+            raise ValueError(f"group must be a positive group size or None (the whole batch), not {group}")
         self.reward = reward
         self.__name__ = reward.__name__
+        self.group = group
         self._rng = random.Random(seed)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["reward"], name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[float | None]:
-        rewards = self.reward(*args, **kwargs)
-        scored = [i for i, r in enumerate(rewards) if r is not None]
-        values = [rewards[i] for i in scored]
-        self._rng.shuffle(values)
-        out = list(rewards)
-        for i, value in zip(scored, values, strict=True):
-            out[i] = value
+        out = list(self.reward(*args, **kwargs))
+        size = self.group or max(1, len(out))
+        for start in range(0, len(out), size):
+            scored = [i for i in range(start, min(start + size, len(out))) if out[i] is not None]
+            values = [out[i] for i in scored]
+            self._rng.shuffle(values)
+            for i, value in zip(scored, values, strict=True):
+                out[i] = value
         return out
