@@ -374,6 +374,10 @@ def run_expert(args: argparse.Namespace, suite: Path, out: Path, start: Path, se
 def train_record(result: Any, work: Path, **extra: Any) -> dict[str, Any]:
     losses = [r["loss"] for r in result.log_history if isinstance(r, dict) and "loss" in r]
     rows = [r for r in result.log_history if isinstance(r, dict) and r.get("reward") is not None]
+    rounds = [{k.removeprefix("expert_iteration/"): v for k, v in r.items()} for r in result.log_history
+              if isinstance(r, dict) and "expert_iteration/round" in r]  # expert iteration: what each round kept
+    if rounds:
+        extra = {"rounds": rounds, **extra}
     return {"kind": "train", "checkpoint": relative(result.final_checkpoint, work), "steps": result.global_step,
             "loss": losses, "interrupted": result.interrupted,
             "per_step": [{k: r.get(k) for k in ("step", "reward", "proof/ok_rate", "entropy",

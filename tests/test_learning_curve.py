@@ -135,6 +135,7 @@ def test_arms_write_their_files_and_a_rerun_skips_the_finished_ones(tmp_path, ca
     grpo, expert = (json.loads((results / f"{a}-s0-r0.json").read_text()) for a in ("grpo", "expert"))
     assert expert["grpo_policy_samples"] == grpo["policy_samples"] and expert["budget_from"] == "grpo arm"
     assert abs(expert["policy_samples"] - grpo["policy_samples"]) <= expert["samples_per_task"]
+    assert [r["round"] for r in expert["rounds"]] == [1] and expert["rounds"][0]["samples"] > 0  # what it kept
     assert (out / "work" / "LEARNING.md").is_file()
 
     stamps = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
