@@ -620,8 +620,11 @@ def comparisons(arms: Mapping[str, Any], k: int, resamples: int, *, kind: str = 
     return out
 
 
-def first_sentence(arms: Mapping[str, Any], deltas: Mapping[str, Any], k: int) -> str:
-    """What was shown, in one sentence: the claim the report may make and no more."""
+def first_sentence(arms: Mapping[str, Any], deltas: Mapping[str, Any], k: int,
+                   coverage: tuple[int, Mapping[str, Any]] | None = None) -> str:
+    """What was shown, in one sentence: the claim the report may make and no more. ``coverage`` is (K, the
+    coverage arms' deltas): when the held-out arms were scored greedily (no pass@k), coverage's pass@K is what
+    tells sharpening from more tasks solved."""
     bases = [n for n in arms if n.startswith("heldout-sft-")]
     if not bases:
         return "Not yet shown: no warm start has been scored on the held-out split."
@@ -630,21 +633,28 @@ def first_sentence(arms: Mapping[str, Any], deltas: Mapping[str, Any], k: int) -
                 "so whether GRPO teaches or only sharpens is not measured yet.")
     g = deltas["grpo"]["pass@1"]
     seeds = f"{g['runs']} training seed(s), {g['tasks']} held-out tasks"
+    gk, label = deltas["grpo"].get(f"pass@{k}"), f"pass@{k}"
+    if gk is None and coverage is not None and coverage[1].get("grpo", {}).get(f"pass@{coverage[0]}"):
+        kc, cov = coverage
+        gk = cov["grpo"][f"pass@{kc}"]
+        label = f"pass@{kc} at each arm's best T > 0 ({gk['runs']} run(s), {gk['tasks']} tasks)"
     if g["lo"] <= 0:
         return (f"No gain shown: GRPO against the warm start at its best validation temperature, Δ mean pass@1 "
-                f"{_interval(g)} ({seeds}).")
-    gk = deltas["grpo"].get(f"pass@{k}")
+                f"{_interval(g)} ({seeds})" + (f"; {label} {_interval(gk)}." if gk else "."))
     if gk is not None and gk["lo"] <= 0:
         return (f"Only sharpening shown: GRPO raised mean pass@1 by {_interval(g)} over the warm start at its best "
-                f"validation temperature ({seeds}), but not pass@{k} ({_interval(gk)}): no more tasks are solved.")
+                f"validation temperature ({seeds}), but not {label} ({_interval(gk)}): no more tasks are solved.")
     return (f"GRPO raised held-out mean pass@1 by {_interval(g)} over the warm start at its best validation "
-            f"temperature ({seeds})" + (f", and pass@{k} by {_interval(gk)}." if gk else "."))
+            f"temperature ({seeds})" + (f", and {label} by {_interval(gk)}." if gk else "."))
 
 
 def write_report(args: argparse.Namespace) -> Path:
     arms = collect(args)
     deltas = comparisons(arms, args.k, args.bootstrap)
-    lines = [f"# Learning curve `{args.run}`", "", first_sentence(arms, deltas, args.k), "",
+    coverage = {n: r for n, r in arms.items() if r.get("kind") == "coverage"}
+    kc = min((len(r["pass@k_curve"]) for r in coverage.values()), default=0)
+    covered = (kc, comparisons(arms, kc, args.bootstrap, kind="coverage")) if kc else None
+    lines = [f"# Learning curve `{args.run}`", "", first_sentence(arms, deltas, args.k, covered), "",
              "| arm | chosen T (validation) | held-out mean pass@1 | pass@k curve (k=1,2,4,8,16) | tasks |",
              "|---|---|---|---|---|"]
     for rec in arms.values():
@@ -654,9 +664,7 @@ def write_report(args: argparse.Namespace) -> Path:
         picks = ", ".join(_pct(curve[k - 1]) for k in (1, 2, 4, 8, 16) if k <= len(curve))
         lines.append(f"| {rec['of']} | {rec['temperature']:g} | {_pct(rec['pass@1'])} | {picks} | "
                      f"{len(rec['per_task'])} |")
-    coverage = {n: r for n, r in arms.items() if r.get("kind") == "coverage"}
-    if coverage:
-        kc = min(len(r["pass@k_curve"]) for r in coverage.values())
+    if covered:
         lines += ["", f"Coverage (held-out, {len(next(iter(coverage.values()))['per_task'])} tasks, each arm at its "
                   f"best validation T > 0):", "", "| arm | T | pass@k (k=1,2,4,8,16) | tasks solved at all |",
                   "|---|---|---|---|"]
@@ -665,7 +673,7 @@ def write_report(args: argparse.Namespace) -> Path:
                               if k <= len(rec["pass@k_curve"]))
             solved = sum(1 for c, _ in rec["per_task"].values() if c)
             lines.append(f"| {rec['of']} | {rec['temperature']:g} | {picks} | {solved} |")
-        for algo, d in comparisons(arms, kc, args.bootstrap, kind="coverage").items():
+        for algo, d in covered[1].items():
             dk = d.get(f"pass@{kc}")
             lines.append(f"- coverage, {algo} against its warm start: pass@1 {_interval(d['pass@1'])}"
                          + (f"; pass@{kc} {_interval(dk)}" if dk else "") + f" ({d['pass@1']['runs']} run(s))")

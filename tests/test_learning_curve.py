@@ -90,6 +90,13 @@ def test_the_first_sentence_claims_no_more_than_was_shown():
     assert lc.first_sentence(base, {"grpo": {"pass@1": d(-0.02, 0.04)}}, 16).startswith("No gain shown")
     sharp = lc.first_sentence(base, {"grpo": {"pass@1": d(0.02, 0.08), "pass@16": d(-0.01, 0.03)}}, 16)
     assert sharp.startswith("Only sharpening shown")
+    greedy = {"grpo": {"pass@1": d(0.02, 0.08), "pass@16": None}}  # held-out scored greedily: coverage decides
+    covered = lc.first_sentence(base, greedy, 16, (8, {"grpo": {"pass@8": d(-0.03, 0.05)}}))
+    assert covered.startswith("Only sharpening shown") and "pass@8 at each arm's best T > 0" in covered
+    assert lc.first_sentence(base, greedy, 16).startswith("GRPO raised")  # without coverage: no pass@k claim
+    none = lc.first_sentence(base, {"grpo": {"pass@1": d(-0.01, 0.05)}}, 16, (8, {"grpo": {"pass@8": d(0.01, 0.05)}}))
+    assert none.startswith("No gain shown") and none.endswith("pass@8 at each arm's best T > 0 (1 run(s), 200 "
+                                                              "tasks) +3.0 pp [+1.0, +5.0].")
     assert lc.first_sentence(base, {"grpo": {"pass@1": d(0.02, 0.08), "pass@16": d(0.01, 0.03)}}, 16).startswith(
         "GRPO raised")
 
