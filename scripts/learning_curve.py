@@ -620,6 +620,23 @@ def comparisons(arms: Mapping[str, Any], k: int, resamples: int, *, kind: str = 
     return out
 
 
+def head_to_head(arms: Mapping[str, Any], algo: str, other: str, k: int, resamples: int, *,
+                 kind: str = "heldout") -> dict[str, float] | None:
+    """Δ pass@k of ``algo`` against ``other``, each run paired with the other's run of the same SFT and training
+    seed (GRPO seed 0 against the control seed 0: the same warm start, curriculum and batches), by task."""
+    pairs = []
+    for name, rec in sorted(arms.items()):
+        if not name.startswith(f"{kind}-{algo}-"):
+            continue
+        twin = arms.get(name.replace(f"{kind}-{algo}-", f"{kind}-{other}-", 1))
+        if twin is None:
+            continue
+        mine, theirs = task_scores(rec["per_task"], k), task_scores(twin["per_task"], k)
+        if len(mine) == len(rec["per_task"]) and len(theirs) == len(twin["per_task"]):  # every task has k samples
+            pairs.append((mine, theirs))
+    return hierarchical_bootstrap(pairs, resamples=resamples) if pairs else None
+
+
 def first_sentence(arms: Mapping[str, Any], deltas: Mapping[str, Any], k: int,
                    coverage: tuple[int, Mapping[str, Any]] | None = None) -> str:
     """What was shown, in one sentence: the claim the report may make and no more. ``coverage`` is (K, the
@@ -689,6 +706,14 @@ def write_report(args: argparse.Namespace) -> Path:
             dk = d.get(f"pass@{args.k}")
             lines.append(f"- {algo}: pass@1 {_interval(d['pass@1'])} ({d['pass@1']['runs']} run(s))"
                          + (f"; pass@{args.k} {_interval(dk)}" if dk else ""))
+    rivals = [(a, b) for a in ("grpo",) for b in ALGOS if b != a]
+    duels = [(f"{a} against {b}, pass@1", head_to_head(arms, a, b, 1, args.bootstrap)) for a, b in rivals]
+    if covered:
+        duels += [(f"{a} against {b}, coverage pass@{covered[0]}",
+                   head_to_head(arms, a, b, covered[0], args.bootstrap, kind="coverage")) for a, b in rivals]
+    if any(d for _, d in duels):
+        lines += ["", "Head to head (each run paired with the other algorithm's run of the same seeds, by task):", ""]
+        lines += [f"- {what}: {_interval(d)} ({d['runs']} run pair(s), {d['tasks']} tasks)" for what, d in duels if d]
     lines += ["", "Arms finished: " + ", ".join(f"{n} ({arms[n].get('seconds', 0) / 60:.0f} min)" for n in arms)]
     out = Path(args.work) / "LEARNING.md"
     out.parent.mkdir(parents=True, exist_ok=True)

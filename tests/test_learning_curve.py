@@ -295,3 +295,15 @@ def test_the_report_shows_coverage_curves_and_their_paired_delta(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("- coverage, grpo"))
     assert "pass@8 +20.0 pp" in line  # 6 of 20 tasks solved at all, against 2
     assert (work / "learning_curve.png").stat().st_size > 0
+
+
+def test_head_to_head_pairs_each_run_with_the_other_algorithms_run_of_the_same_seeds():
+    lc = _script()
+    grpo = {f"t{i}": [1 if i < 6 else 0, 1] for i in range(20)}
+    control = {f"t{i}": [1 if i < 4 else 0, 1] for i in range(20)}
+    arms = {"heldout-grpo-s0-r0": {"per_task": grpo}, "heldout-grpo-s0-r1": {"per_task": grpo},
+            "heldout-shuffled-s0-r0": {"per_task": control}}  # the control's seed 1 has not run
+    d = lc.head_to_head(arms, "grpo", "shuffled", 1, 500)
+    assert d["runs"] == 1 and d["tasks"] == 20 and d["delta"] == pytest.approx(0.1)
+    assert lc.head_to_head(arms, "grpo", "expert", 1, 500) is None
+    assert lc.head_to_head(arms, "grpo", "shuffled", 2, 500) is None  # one greedy reply per task: no pass@2
