@@ -678,7 +678,8 @@ def write_report(args: argparse.Namespace) -> Path:
         if rec.get("kind") != "heldout":
             continue
         curve = rec.get("pass@k_curve") or []
-        picks = ", ".join(_pct(curve[k - 1]) for k in (1, 2, 4, 8, 16) if k <= len(curve))
+        picks = ", ".join(_pct(curve[k - 1]) for k in (1, 2, 4, 8, 16) if k <= len(curve)
+                          and curve[k - 1] == curve[k - 1])  # older arm files pad a greedy curve with NaN
         lines.append(f"| {rec['of']} | {rec['temperature']:g} | {_pct(rec['pass@1'])} | {picks} | "
                      f"{len(rec['per_task'])} |")
     if covered:
