@@ -242,9 +242,11 @@ def test_the_within_group_control_keeps_every_groups_rewards_and_loses_which_com
         shuffled = [control(prompts=["p"] * 8, completions=[fenced(p) for p in proofs], task_id=["tiny.lia"] * 8)
                     for _ in range(6)]
     for rewards in shuffled:
-        assert sorted(rewards[:4]) == [0.0, 0.0, 0.0, 1.0] and rewards[6] is None
-        assert sorted(r for r in rewards[4:] if r is not None) == [0.0, 1.0, 1.0]
-    assert len({tuple(r[:4]) for r in shuffled}) > 1
+        assert rewards[6] is None  # a harness failure stays unscored
+        for g in (0, 4):  # each group keeps exactly its own rewards
+            assert sorted(r for r in rewards[g:g + 4] if r is not None) == sorted(
+                r for r in true[g:g + 4] if r is not None)
+    assert len({tuple(r[:4]) for r in shuffled}) > 1 and any(r != true for r in shuffled)
     with pytest.raises(ValueError, match="positive group size"):
         PermutedReward(control.reward, group=0)
 
