@@ -525,3 +525,17 @@ def test_a_few_stdpp_tasks_validate_and_their_originals_stay_out_of_reach() -> N
             assert verifier.check(task, required.format("exact")).verdict is Verdict.FAIL
             applied = verifier.check(task, required.format("apply"))
             assert applied.verdict is APPLY_ORIGINAL[task.id], (task.id, applied)
+
+
+def test_a_harness_failure_in_the_ledger_is_validated_again_not_lost() -> None:
+    """A task excluded because the verifier failed (not the task) leaves the ledger row when a build resumes: its
+    id, its exclusion and its count go, so the rerun validates it again; the task's own exclusions stay."""
+    from proofgym.envs.tasks import coq_project
+
+    row = {"ids": ["a", "b", "c"], "kept": [], "false_rejections": [], "wall_s": 0.0,
+           "excluded": {"harness failure: verifier": 1, "reference proof fails": 1},
+           "exclusions": {"b": "harness failure: verifier", "c": "reference proof fails"}}
+    forgot = coq_project._forget_harness_failures(row)
+    assert forgot["ids"] == ["a", "c"] and forgot["exclusions"] == {"c": "reference proof fails"}
+    assert forgot["excluded"] == {"reference proof fails": 1}
+    assert coq_project._forget_harness_failures(forgot) == forgot and row["ids"] == ["a", "b", "c"]  # not mutated

@@ -513,6 +513,7 @@ def build_coq_project(
                    "exclusions": {}} for r in rounds]
         ledger.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n"
                                   for row in [{"identity": identity}, *rounds]), encoding="utf-8")
+    rounds = [_forget_harness_failures(r) for r in rounds]  # not the task's doing: validated again, never lost
     decided = {i for r in rounds for i in r["ids"]} - stale
     for r in rounds:
         report.excluded.update(r["excluded"])
@@ -619,6 +620,19 @@ def _compact_round(row: Mapping[str, Any], sampled: Mapping[str, Task]) -> dict[
         else:
             stale.add(task.id)
     return {**row, "ids": [i for i in row["ids"] if i not in stale], "kept": entries}
+
+
+def _forget_harness_failures(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A ledger row without the tasks it excluded for a harness failure (the verifier, not the task, failed): they
+    leave its ids, its exclusions and its counts, so a rerun validates them again instead of losing them."""
+    failed = {i: why for i, why in (row.get("exclusions") or {}).items() if str(why).startswith("harness failure")}
+    if not failed:
+        return dict(row)
+    excluded = Counter(row["excluded"])
+    excluded.subtract(Counter(failed.values()))
+    return {**row, "ids": [i for i in row["ids"] if i not in failed],
+            "exclusions": {i: why for i, why in row["exclusions"].items() if i not in failed},
+            "excluded": {why: n for why, n in excluded.items() if n > 0}}
 
 
 def _kept_from_ledger(rounds: Sequence[Mapping[str, Any]], sampled: Mapping[str, Task]) -> tuple[list[Task], set[str]]:
