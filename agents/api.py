@@ -400,7 +400,6 @@ class AnthropicAgent(_ApiAgent):
     @staticmethod
     def _sends_temperature(client: Any) -> bool:
         """Whether this SDK's ``messages.create`` takes ``temperature`` (newer ones dropped sampling knobs)."""
-
         try:
             return "temperature" in inspect.signature(client.messages.create).parameters
         except (TypeError, ValueError):

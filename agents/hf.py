@@ -173,7 +173,6 @@ class LocalAgent(Agent):
     def _generate_batch(self, requests: Sequence[Request], s: SamplingParams) -> list[Generation]:
         import torch
 
-
         start = time.monotonic()
         prompts = [self.prompt_text(r) for r in requests]
         self.tokenizer.truncation_side = "left"

@@ -352,7 +352,6 @@ def serve(checkpoint: str, *, host: str = "127.0.0.1", port: int = 8000, model_n
           max_tokens: int = 1024, fail_first: int = 0, verbose: bool = False, threads: int | None = None,
           allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = ()) -> None:
     """Load ``checkpoint`` and serve it until interrupted (prints the base URL on stdout first)."""
-
     RequestGuard.create(host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)  # bad flags: fail before loading
     agent = LocalAgent(checkpoint, device=device, dtype=dtype, batch_size=batch_size, threads=threads)
     server = ModelServer(agent, host=host, port=port, model_name=model_name, api_key=api_key,

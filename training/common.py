@@ -290,7 +290,6 @@ def load_model(resolved: ResolvedModel, *, init_kwargs: dict[str, Any] | str | N
         torch.set_num_threads(threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-
     kwargs: dict[str, Any] = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
     if resolved.gguf_file:
         require("gguf", "train")
@@ -372,7 +371,6 @@ def refuse_half_precision_masters(cfg: Any) -> None:
     """
     import torch
 
-
     dtype = model_init_kwargs(getattr(cfg, "model_init_kwargs", None))["dtype"]
     if dtype in (torch.bfloat16, torch.float16) and not getattr(cfg, "use_peft", False) \
             and not deepspeed_enabled(cfg):
@@ -384,7 +382,6 @@ def keep_fp32_masters(model: Any, cfg: Any) -> Any:
     """``model`` with fp32 weights where a half-precision load (``dtype: auto`` of a bf16 checkpoint, a GGUF)
     would otherwise be trained without masters (see :func:`refuse_half_precision_masters`); else unchanged."""
     import torch
-
 
     if getattr(cfg, "use_peft", False) or deepspeed_enabled(cfg):
         return model
@@ -425,7 +422,6 @@ class PreparedRun:
 def check_verifiers(systems: Sequence[str], audit: str | None = None) -> None:
     """Construct (and close) each system's verifier here: a missing prover fails now, with what to install
     (a VerifierError: `proofgym train` exits 3 for it, as the README says)."""
-
     require_provers(systems, audit_options(audit) or None)
 
 
@@ -434,7 +430,6 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
 
     Writes the held-out split to ``<output_dir>/heldout.jsonl`` for checkpoint evaluation.
     """
-
     if cfg.verifier_workers < 1:
         raise TrainConfigError(f"verifier_workers must be >= 1, got {cfg.verifier_workers}")
     if cfg.audit not in (None, "always", "sample", "never"):
@@ -479,7 +474,6 @@ def prepare_run(cfg: Any, *, needs_verifier: bool = True) -> PreparedRun:
 
 def make_pool(cfg: Any) -> Any:
     """The verifier pool that scores rewards (``verifier_workers`` processes, ``audit`` for every prover)."""
-
     system_kwargs = audit_options(cfg.audit)
     extra = {"verifier_factory": cfg.verifier_factory} if cfg.verifier_factory else {}
     return make(cfg.verifier_engine, workers=cfg.verifier_workers, system_kwargs=system_kwargs,

@@ -73,7 +73,6 @@ def compare_runs(base: str | Path, others: Sequence[str | Path], *, resamples: i
     Raises:
         ProofgymError: a run that holds no results, or runs that share no task.
     """
-
     base_pass = per_task_pass(load_run(base).rows)
     out = []
     for other in others:

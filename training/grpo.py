@@ -200,7 +200,6 @@ def sft_warm_start(cfg: ProofGRPOConfig, prepared: PreparedRun, model: Any, toke
 
 def longest_prompt(tokenizer: Any, rows: list[dict[str, Any]]) -> int:
     """Tokens of the longest training prompt, as the policy sees it (chat template, generation prompt)."""
-
     return max((len(token_ids(tokenizer, render_chat(tokenizer, r["prompt"], generation_prompt=True))) for r in rows),
                default=0)
 

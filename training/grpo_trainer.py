@@ -65,7 +65,6 @@ class ProofGRPOTrainer(GRPOTrainer):
         from trl.models import unwrap_model_for_generation
         from trl.trainer import grpo_trainer as trl_grpo
 
-
         with (
             trl_grpo.profiling_context(self, "transformers.generate"),
             keep_checkpointing(self.model_wrapped),
@@ -125,7 +124,6 @@ def host_memory() -> dict[str, float]:
     Logged at every training logging step beside ``step_time``: a GRPO process on CPU was seen to grow
     from 4.9 to 7.7 GB over 16 steps (scripts/bench_grpo_memory.py measures where it goes).
     """
-
     out = {}
     try:  # now first, then the peak: memory that grows between the two reads cannot put "now" above the peak
         with open("/proc/self/statm", encoding="ascii") as fh:

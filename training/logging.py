@@ -233,7 +233,6 @@ def log_training_categories(report_to: Any, step: int, metrics: Mapping[str, flo
 
 def pass_at_k_table_rows(step: int, metrics: Mapping[str, float]) -> list[list[Any]]:
     """``[step, category, k, pass@k]`` rows from flat metrics (``proof/pass@k`` is category ``all``)."""
-
     cats = sorted({name.split("/")[1] for name in metrics if name.startswith("category/")})
     return [[step, cat, k, value] for cat in [*cats, "all"]
             for k, value in curve_of(metrics, "proof" if cat == "all" else f"category/{cat}").items()]

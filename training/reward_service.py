@@ -248,7 +248,6 @@ def _wait_for(ready: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
 
 def _answers(url: str, token: str | None) -> bool:
     """Whether a service at ``url`` answers ``/metrics`` with ``token`` (a stale ready file's does not)."""
-
     try:
         VerifierServiceClient(url, token=token, timeout_s=10.0, busy_retries=0).metrics()
     except VerifierError:

@@ -37,7 +37,6 @@ def die(code: int, message: str) -> int:
 def own_fields(algo: str) -> list[tuple[str, str, str]]:
     """``(name, default, help)`` of the fields proofgym adds to TRL's config for ``algo``, read from the
     config modules' source: listing them imports neither torch nor TRL, so ``--help`` answers at once."""
-
     fields: dict[str, tuple[str, str, str]] = {}
     for filename, cls in _OWN_FIELDS[algo]:
         tree = ast.parse((Path(__file__).parent / filename).read_text(encoding="utf-8"))
@@ -64,7 +63,6 @@ def own_fields(algo: str) -> list[tuple[str, str, str]]:
 
 def print_help(algo: str) -> None:
     """proofgym's own fields first, each with its help; then where TRL's are."""
-
     print(f"usage: proofgym train {algo} [--config FILE.yaml] [--FIELD VALUE ...]\n\n"
           f"A config is TRL's {_TRL_CONFIG[algo]} plus the proofgym fields below; YAML in configs/train/ sets them,\n"
           f"flags override the file. Examples:\n"
@@ -83,7 +81,6 @@ def print_help(algo: str) -> None:
 def run_main(algo: str, main: Callable[[list[str]], Any], argv: Sequence[str]) -> int:
     """``main(argv)`` (an algorithm's ``main``) with ``--help`` answered first, errors as one line and an exit code,
     and :func:`print_result` at the end."""
-
     if any(a in ("-h", "--help") for a in argv):
         print_help(algo)
         return 0

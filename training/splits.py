@@ -291,7 +291,6 @@ def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int
     the learning curve trains on a prefix of them. With ``validate``, each listed task's reference proof
     is checked by the real prover in isolation and a task that fails leaves the split (it is counted).
     """
-
     tasks = [t for t in load_suite_tasks(suite) if "all" in categories or t.category in categories]
     exclude: set[str] = set()
     for path in exclude_files:
@@ -324,7 +323,6 @@ def build_split_file(suite: str, *, categories: Sequence[str], heldout_size: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m proofgym.training.splits --suite S --out split.json ...``: build and check a split file."""
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", required=True, help=f"suite name or .jsonl, or {WHOLE_STDLIB} (the whole stdlib extraction)")
     p.add_argument("--category", action="append", help="categories (repeatable; default P1 and P2)")

@@ -195,7 +195,6 @@ def extract_program(text: str) -> str:
 
 def braces_balanced(program: str) -> bool:
     """Whether ``{``/``}``, ``(``/``)`` and ``[``/``]`` match outside comments and strings."""
-
     try:
         tokens = tokenize(program)
     except DafnyLexError:

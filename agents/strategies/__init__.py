@@ -28,7 +28,6 @@ def available_strategies() -> list[str]:
 
     Modules are found by reading their source for a top-level ``STRATEGY =``, so listing imports nothing.
     """
-
     found = [path.stem for path in sorted(Path(__file__).parent.glob("*.py"))
              if not path.stem.startswith("_") and path.stem not in _BUILTIN
              and re.search(r"^STRATEGY\s*=", path.read_text(encoding="utf-8"), re.MULTILINE)]

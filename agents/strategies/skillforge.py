@@ -168,7 +168,6 @@ def declaration_has_loop(program: str, line: int | None) -> bool:
     Reads tokens only (no prover): from the last ``method``/``lemma``/``constructor`` keyword at or
     before ``line`` to the next declaration keyword.
     """
-
     if line is None:
         return False
     try:

@@ -465,7 +465,6 @@ def build_coq_project(
     and the same command run again continues where it stopped (the ledger's rounds are reused
     when the source, seed and sample are the same). The report says how much was validated.
     """
-
     start = time.monotonic()
     out = Path(out) if out else suite_dir() / f"{project.suite}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)  # a fresh cache has no suites/ folder yet (the ledger goes first)
@@ -559,7 +558,6 @@ def build_coq_project(
 def _validate_by_file(todo: list[Task], *, workers: int, size: int, progress: bool, coq_args: Sequence[str],
                       record: Callable[[dict[str, Any], Mapping[str, Task]], None], stop: Callable[[], bool]) -> None:
     """Validate ``todo`` a file piece at a time; each piece done is ``record``ed as a round is."""
-
     given = {t.id: t for t in todo}
     last = [time.monotonic()]
     exclusions: dict[str, str] = {}  # filled by validate_tasks before each on_group call

@@ -61,7 +61,6 @@ def build_tasks() -> list[Task]:
 
 def write_suite(path: Path = DATA_PATH, tasks: list[Task] | None = None) -> Path:
     """Write the suite's JSONL (what ``load_tasks("dafny-nl")`` reads)."""
-
     return write_tasks(path, tasks if tasks is not None else build_tasks())
 
 
@@ -72,7 +71,6 @@ def assume_false_variant(task: Task, verifier: Any) -> str:
     bodies; when a task has no method or lemma to gut, an ``assume false`` lemma that proves
     ``false`` is added instead.
     """
-
     program = task.reference_proof
     symbols = verifier.symbols(program)
     if symbols is None:
@@ -110,7 +108,6 @@ class ValidationReport:
 def validate(tasks: list[Task], verifier: Any) -> ValidationReport:
     """Reference OK and ``assume false`` variant CHEATING, for every task (the one suite validator, on a pool
     over ``verifier``: :func:`proofgym.envs.verifiers.validation.validate_suite`)."""
-
 
     start = time.monotonic()
     with InProcessPool({"dafny": verifier}) as pool:

@@ -113,7 +113,6 @@ def validate_tasks(tasks: Sequence[Task], verifier: Any, *, rule: TimeoutRule, w
     "CHEATING": :func:`~proofgym.envs.tasks.build.exclusion_reason`) and is counted in ``excluded`` under
     that reason's group.
     """
-
     excluded = excluded if excluded is not None else Counter()
     false_rejections = false_rejections if false_rejections is not None else []
     probes = [replace(task, timeout_s=check_timeout_s) for task in tasks]
@@ -160,7 +159,6 @@ def build_hol_light(out: Path | None = None, *, hol_dir: str = "/usr/share/hol-l
                     rule: TimeoutRule | None = None, limit: int | None = None, progress: bool = True,
                     verifier: Any = None) -> HolBuildReport:
     """Extract, validate and write the default HOL Light suite (``<suite_dir>/hol-light.jsonl``)."""
-
     start = time.monotonic()
     out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"
     rule = rule or TimeoutRule()

@@ -661,7 +661,6 @@ def _obfuscate(tasks: list[Task], report: S2nImportReport, *, tree: SourceTree, 
                progress: bool) -> list[Task]:
     """The tasks with their queries obfuscated, one base at a time (a task whose object files are not
     built cannot load its context: kept as it is, and counted)."""
-
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     total = ObfuscationReport(tier)
     done: dict[str, Task] = {}
@@ -714,7 +713,6 @@ def build_objects(checkout: str | Path, objects: Sequence[str], *, jobs: int = 2
     Returns arch -> "ok" or the tail of make's output. Each architecture's objects are one ``make``
     call in ``<checkout>/<arch>`` (its ``%.o : %.S`` rule; arm cross-assembles on an x86-64 host).
     """
-
     done: dict[str, str] = {}
     for arch in sorted({_toplevel(o) for o in objects}):
         mine = sorted(o for o in objects if _toplevel(o) == arch)
@@ -771,7 +769,6 @@ def build_s2n(out: Path | None = None, *, checkout: str | None = None, hol_dir: 
 
     With ``objects``, the object files the contexts read are built first (the checkout's Makefiles).
     """
-
     if not checkout:
         raise TaskFormatError("name the s2n-bignum checkout: proofgym build s2n-bignum --checkout DIR --hol-dir DIR")
     out = Path(out) if out is not None else suite_dir() / f"{SUITE_NAME}.jsonl"

@@ -93,7 +93,6 @@ def known_suites() -> list[str]:
 
 def unknown_task_message(task_id: str, ids: Iterable[str], suite: str | os.PathLike[str] | None = None) -> str:
     """What to say about a task id that is not in a suite: the closest ids, and how to list them all."""
-
     ids = list(ids)
     close = difflib.get_close_matches(task_id, ids, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""

@@ -137,17 +137,14 @@ class ProofScorer:
 
     def prompt(self, task: str | Task, *, context_chars: int = 2000) -> list[dict[str, str]]:
         """The zero-shot chat prompt of a task, as GRPO and evaluation word it."""
-
         return prompt_messages(self.task(task), context_chars=context_chars)
 
     def repair_turn(self, task: str | Task, feedback: str) -> dict[str, str]:
         """The user turn that shows the verifier's feedback, as evaluation's repair rounds word it."""
-
         return repair_message(self.task(task).system, feedback)
 
     def rows(self, tasks: Iterable[Task] | None = None, *, context_chars: int = 2000) -> list[dict[str, Any]]:
         """Prompt rows (``prompt``, ``task_id``, ``system``, ``category``), GRPO's dataset columns."""
-
         return grpo_rows(self.tasks if tasks is None else tasks, context_chars=context_chars)
 
     # -- scoring --------------------------------------------------------------------------------

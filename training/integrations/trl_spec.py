@@ -130,7 +130,6 @@ class ProofgymSpec:
     @cached_property
     def train_dataset(self) -> Any:
         """A ``datasets.Dataset``: ``prompt`` (chat messages), ``task_id``, ``system``, ``category``."""
-
         tasks = self.scorer.tasks if self.task_ids is None else [self.scorer.task(t) for t in self.task_ids]
         return to_dataset(self.scorer.rows(tasks, context_chars=self.context_chars))
 

@@ -162,5 +162,4 @@ def load_environment(suite: str = "coq-tiny", *, service_url: str | None = None,
 
 async def _in_thread(fn: Any, *args: Any) -> Any:
     """Run a blocking check off the event loop (a check takes a prover's time)."""
-
     return await asyncio.to_thread(fn, *args)

@@ -188,7 +188,6 @@ class ProofgymRewardManager:
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         """The reward loop's call: one sample (its last sequence), scored off the event loop."""
-
         last = data[len(data) - 1:]
         texts, _ = self._decoded(last)
         rows = last.non_tensor_batch

@@ -524,7 +524,6 @@ def _clean_reply(proof: str, statement: str, context: str, notes: list[str]) -> 
     """The submission as Coq text. A model's reply may come as it was written (``proofgym check`` has no parser in
     front): the reply parser's rules for fences and typographic look-alikes apply here too. What lies outside the
     last fenced block is never run."""
-
     if _FENCE_LINE_RE.search(proof):
         block = last_code_block(proof)[0]
         if not block.strip():

@@ -60,7 +60,6 @@ def normalize_proof(proof: str) -> str:
     ERROR that says what to change). Anything else with several phrases (a definition, a directive, two
     tactics) goes to the server unchanged, which refuses it.
     """
-
     if _FENCE_LINE.search(proof):
         block = last_code_block(proof)[0]
         if not block.strip():  # a closing fence without its opener: the last text between fence lines
