@@ -40,6 +40,41 @@ def test_a_coq_proof_that_kills_the_prover_twice_is_an_error_with_feedback() -> 
     assert after.verdict is Verdict.OK
 
 
+@requires_coq
+def test_a_warm_coq_session_that_dies_while_extending_its_context_is_replaced_not_reported(monkeypatch) -> None:
+    """A warm session dies between two checks (as the sandbox's --die-with-parent kills it when the thread that
+    started it ends): the next task of the same file, whose context extends the session's, is checked on a fresh
+    coqidetop and gets its verdict, not a harness failure. The death is real (SIGKILL to the sandbox, waited for);
+    only its moment is chosen, between the session's rewind and the context's first new sentence."""
+    from proofgym.envs.verifiers.coq import CoqVerifier
+
+    first = Task(id="death.a", system="coq", context="Definition a := 1.", statement="Lemma la : a = 1.",
+                 reference_proof="Proof. reflexivity. Qed.", timeout_s=60)
+    second = Task(id="death.b", system="coq", context="Definition a := 1.\nDefinition b := a + 1.",
+                  statement="Lemma lb : b = 2.", reference_proof="Proof. reflexivity. Qed.", timeout_s=60)
+    with CoqVerifier(isolation_cache=False, audit="never") as verifier:
+        assert verifier.check(first, first.reference_proof).verdict is Verdict.OK
+        (warm,) = verifier._sessions.values()
+        ide, real_add = warm.ide, warm.ide.add
+
+        def add_after_death(*args, **kwargs):
+            os.kill(ide.pid, signal.SIGKILL)
+            for _ in range(2400):  # fails loudly after about 2 minutes instead of hanging
+                if not ide._warm.proc.alive():
+                    break
+                threading.Event().wait(0.05)
+            else:
+                raise AssertionError("the killed sandbox did not exit")
+            monkeypatch.setattr(ide, "add", real_add)
+            return real_add(*args, **kwargs)
+
+        monkeypatch.setattr(ide, "add", add_after_death)
+        started = verifier.stats["sessions_started"]
+        result = verifier.check(second, second.reference_proof)
+        assert verifier.stats["sessions_started"] == started + 1  # the dead session was dropped, one fresh one
+    assert result.verdict is Verdict.OK, result
+
+
 def _dafny_dies(verifier, monkeypatch, cli_crashes: int) -> None:
     """Fakes for the mechanics, on the real Dafny verifier: its server dies under every ``verify`` request (as
     ``ProcessDied`` says), and its next ``cli_crashes`` CLI runs report a crash; the rest of each run is real."""

@@ -407,7 +407,10 @@ class CoqVerifier(ProverVerifier):
                 return cand
             except ContextLoadError:
                 raise
-            except (ProcessDied, DeadlinePassed):
+            except (ProcessDied, DeadlinePassed, VerifierCrashed):
+                # The warm session died or stalled while extending (load_context words a death as VerifierCrashed):
+                # drop it and load the whole context on a fresh coqidetop below, as a death under a proof is
+                # retried once. A session can die while idle: e.g. when the thread that started it ends.
                 cand.ide.kill()
                 del self._sessions[key]
                 break
