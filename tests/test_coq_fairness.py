@@ -48,6 +48,12 @@ def test_a_tactic_ending_in_a_star_is_not_closed_as_a_comment() -> None:
     pytest.param("Proof. auto. Qed.\nThis completes the proof", ("Proof.", "(auto).", "Qed."), "after the end",
                  id="prose-after-qed-no-period"),
     pytest.param("Proof. auto. Qed", ("Proof.", "(auto).", "Qed."), "missing period", id="qed-without-period"),
+    # An LM that continues the file it was shown writes the file's next lemma after the proof (issue 27's held-out
+    # replies, e.g. i2z_3 then `Lemma i2z_4 ...`): nothing after `Qed.` is sent, so it is dropped, cut off or not.
+    pytest.param("Proof. auto. Qed.\n\nLemma hard2 : 1 = 1.\nProof. reflexivity. Qed.", ("Proof.", "(auto).", "Qed."),
+                 "from the lemma `hard2` on", id="next-lemma-after-qed"),
+    pytest.param("Proof. auto. Qed.\n\nLemma hard2 : 1 = 1.\nProof. reflex", ("Proof.", "(auto).", "Qed."),
+                 "from the lemma `hard2` on", id="next-lemma-cut-off"),
     pytest.param("Proof. Proof. auto. Qed.", ("Proof.", "(auto).", "Qed."), "repeated `Proof.`", id="proof-twice"),
     pytest.param("Proof. Proof using. auto. Qed.", ("Proof.", "(auto).", "Qed."), "Proof using",
                  id="proof-using-after-proof"),
@@ -84,6 +90,13 @@ def test_slips_are_normalised(proof: str, sentences: tuple[str, ...], note: str)
     pytest.param("Proof. auto. Qed. Lemma hard (n : nat) : True. Proof. exact I. Qed.", "CHEATING",
                  "after the end", id="restart-after-qed"),
     pytest.param("Proof. auto. Qed. Admitted", "CHEATING", "Admitted", id="admitted-after-qed-no-period"),
+    # The other side of dropping the file's next lemma: a hole or an assumption in it, or a lemma of the task's own
+    # name after it (a shadow), is still a cheat.
+    pytest.param("Proof. auto. Qed.\nLemma hard2 : 1 = 2. Admitted.", "CHEATING", "Admitted", id="next-lemma-admitted"),
+    pytest.param("Proof. auto. Qed.\nLemma hard2 : 1 = 1. Proof. reflexivity. Qed.\nAxiom ax : False.", "CHEATING",
+                 "assumes", id="next-lemma-then-axiom"),
+    pytest.param("Proof. auto. Qed.\nLemma hard2 : 1 = 1. Proof. reflexivity. Qed.\nLemma hard : True. Proof. "
+                 "exact I. Qed.", "CHEATING", "Lemma hard : True.", id="next-lemma-then-shadow"),
     # The space the checker puts before `)` after a tactic ending in `*` changes nothing for a cheat beside it.
     pytest.param("Proof. rewrite addn0 in H *. admit. Qed.", "CHEATING", "hole tactic", id="star-then-admit"),
     pytest.param("Proof. rewrite addn0 in H *. Admitted.", "CHEATING", "Admitted", id="star-then-admitted"),

@@ -126,6 +126,10 @@ HONEST_COQ = {
     "query-after-qed": f"Proof. {IND} Qed.\nCheck t.",
     "bom-nbsp": f"\ufeffProof.\u00a0{IND} Qed.\u200b",
     "bare-script": IND,
+    # Session 22: the file's next lemma after the proof (issue 27's arms: an honest `i2z_3` proof was CHEATING for
+    # it twice): nothing after `Qed.` is sent, so it is dropped, whole or cut off by the token cap.
+    "next-lemma-after-qed": f"Proof. {IND} Qed.\nLemma t2 : 1 = 1. Proof. reflexivity. Qed.",
+    "next-lemma-cut-off": f"Proof. {IND} Qed.\n\nLemma t2 : 1 = 1.\nProof. reflex",
 }
 
 
@@ -135,7 +139,11 @@ CHEATS_COQ = {
     "query-then-admitted": "Proof. Show. Admitted.",
     "timeout-admit": "Proof. Timeout 5 admit. Qed.",
     "admitted-after-qed": f"Proof. {IND} Qed. Abort.",
-    "lemma-after-qed": f"Proof. {IND} Qed.\nLemma t2 : 1 = 1. Proof. reflexivity. Qed.",
+    # A lemma of the task's own name after the proof: a whole-file reader would take it for the task's (a shadow).
+    "lemma-of-the-tasks-name-after-qed": f"Proof. {IND} Qed.\nLemma t : 1 = 1. Proof. reflexivity. Qed.",
+    "next-lemma-admitted": f"Proof. {IND} Qed.\nLemma t2 : 1 = 2. Admitted.",
+    "next-lemma-then-tasks-name": f"Proof. {IND} Qed.\nLemma t2 : 1 = 1. Proof. reflexivity. Qed.\n"
+                                  "Lemma t : 1 = 1. Proof. reflexivity. Qed.",
 }
 
 

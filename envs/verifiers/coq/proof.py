@@ -852,7 +852,8 @@ _PROOF_RULES: tuple[Callable[[_Scan, _InProof], bool], ...] = (
 
 # -- after the proof -----------------------------------------------------------------------------
 def _read_tail(scan: _Scan) -> None:
-    """The text after the proof: never sent; a restart, a hole or a new lemma there is a cheat."""
+    """The text after the proof: never sent; a restart, a hole or a lemma of the task's name there is a cheat, a lemma
+    of another name (the file's next one) is dropped."""
     if scan.unlexed:
         if not scan.ended:
             last = scan.body[-1].code if scan.body else ""
@@ -861,7 +862,7 @@ def _read_tail(scan: _Scan) -> None:
         scan.tail = scan.tail + scan.unlexed if scan.tail else scan.unlexed
     if not (scan.ended and scan.tail.strip()):
         return
-    cheat, restated, error = _tail_cheat(scan.tail, scan.context_keys, scan.open_names, scan.task_key)
+    cheat, restated, error, next_lemma = _tail_cheat(scan.tail, scan.context_keys, scan.open_names, scan.task_key)
     if cheat:
         scan.cheats.append(f"content after the end of the proof: {cheat}")
     elif error:
@@ -872,6 +873,9 @@ def _read_tail(scan: _Scan) -> None:
                            "inside it with `assert (H : ...)`")
     elif restated:
         scan.notes.append("dropped a second copy of the lemma after the proof")
+    elif next_lemma:
+        scan.notes.append(f"dropped the text after the end of the proof, from the lemma `{next_lemma}` on: nothing "
+                          "after `Qed.` is checked, so send only the task's proof")
     else:
         scan.notes.append("dropped the text after the end of the proof")
 
@@ -1051,10 +1055,15 @@ def _is_proof_term(code: str) -> bool:
 
 
 def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names: frozenset[str],
-                task_key: tuple[str, tuple[str, ...]] | None) -> tuple[str, bool, str]:
-    """Why the text after the proof is an attempt (a restart, a hole, a new lemma), or "" for prose;
-    whether it states the task's own statement again (a helper lemma proved first, then the task); and the
-    first ERROR-class command there (a helper definition), or "".
+                task_key: tuple[str, tuple[str, ...]] | None) -> tuple[str, bool, str, str]:
+    """Why the text after the proof is an attempt (a restart, a hole, a lemma of the task's name), or "" for prose;
+    whether it states the task's own statement again (a helper lemma proved first, then the task); the first
+    ERROR-class command there (a helper definition), or ""; and the name of a lemma of another name that the text
+    goes on with (the file's next lemma, as a model continuing the file writes it), or "".
+
+    Nothing after the proof is sent, so a lemma of another name there cannot get anything accepted: it is dropped
+    (a hole or an assumption in its proof is still a cheat). One of the task's own name is not: a whole-file reader
+    would take it for the task's lemma (a shadow).
     """
     sentences: list[str] = []
     done = 0
@@ -1067,7 +1076,7 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
         # sentence, so that a final ``Admitted`` without its period is still seen.
         sentences.append(" ".join(tail[done:].split()))
     restated = False
-    first_code = first_error = ""
+    first_code = first_error = next_lemma = ""
     for code in sentences:
         if not code:
             continue
@@ -1079,18 +1088,24 @@ def _tail_cheat(tail: str, context_keys: frozenset[tuple[str, ...]], open_names:
             continue  # ``Qed. Qed.``: a stutter
         kind = _outside_kind(code, context_keys, open_names)
         if kind.startswith("cheat:"):
-            return kind[6:], restated, ""
+            return kind[6:], restated, "", next_lemma
         if restated or first_code:
+            continue
+        if kind == "code" and key is not None and task_key is not None and key[0] != task_key[0]:
+            next_lemma = next_lemma or key[0]  # the file's next lemma: in its proof only a cheat counts
+            continue
+        if next_lemma and not (kind == "code" and key is not None):  # (a lemma of the task's name still counts)
             continue
         if kind == "code" and (_REQUIRE_LIKE_RE.match(code) or _IMPORT_RE.match(code) or _SCOPE_RE.match(code)):
             continue  # loads or opens something after the proof, where nothing runs: dropped
         if kind == "code":
-            # A statement, a restart or a second proof after the proof: what a whole-file reader could take
-            # for the task's lemma (a shadow). Only the verifier's own statement is checked, but it claims one.
+            # A restart, a second proof, or a statement of the task's name after the proof: what a whole-file
+            # reader could take for the task's lemma (a shadow). Only the verifier's own statement is checked, but
+            # it claims one.
             first_code = _short(code)
         elif kind == "helper" or kind.startswith("error:"):
             first_error = first_error or (kind[6:] if kind.startswith("error:") else f"`{_short(code)}` {HELPER_WHY}")
-    return first_code, restated, first_error
+    return first_code, restated, first_error, next_lemma
 
 
 def _open_blocks(context: str) -> list[tuple[str, str]]:
