@@ -330,3 +330,41 @@ def test_an_attribute_the_context_uses_proves_nothing_in_the_submission(context:
     assert result.verdict is not Verdict.OK, result
     if "{\n}\n" not in program.split("Helper()", 1)[1][:30]:
         assert result.verdict is Verdict.CHEATING, result  # bodyless: an assumption
+
+
+# ---------------------------------------------------------------------------------------------
+# Dafny fairness: a syntax error that Dafny's parser follows with "must have a body" (session 22)
+#
+# Found and fixed here, in issue 27's dafny-nl replies (12 of the sweeps' 15 CHEATING verdicts): a typo in a target's
+# clause (``a[.., x]`` for ``a[..], x``) makes Dafny 2.3's parser lose its place, and it goes on to say "a method with
+# an ensures clause must have a body" of a method whose body is right there. That was CHEATING; Dafny's "must have a
+# body" is evidence only where nothing else failed to parse. The other side: a method that really has no body, in a
+# program that otherwise parses, is still CHEATING.
+COUNT_CTX = ("function Count(s: seq<int>, x: int): nat\n{\n  if |s| == 0 then 0 else Count(s[..|s| - 1], x) + "
+             "(if s[|s| - 1] == x then 1 else 0)\n}\n")
+COUNT_STMT = "method CountOcc(a: array<int>, x: int) returns (c: nat)\n  ensures c == Count(a[..], x)\n"
+COUNT_BODY = ("{\n  c := 0;\n  var i := 0;\n  while i < a.Length\n    invariant 0 <= i <= a.Length\n"
+              "    invariant c == Count(a[..i], x)\n  {\n    assert a[..i + 1][..i] == a[..i];\n"
+              "    if a[i] == x {\n      c := c + 1;\n    }\n"
+              "    i := i + 1;\n  }\n  assert a[..a.Length] == a[..];\n}\n")
+
+
+def _count_task():
+    from tests.test_dafny_common import dtask
+
+    return dtask("s22.count", COUNT_STMT, context=COUNT_CTX, reference=COUNT_CTX + "\n" + COUNT_STMT + COUNT_BODY)
+
+
+@pytest.mark.prover
+def test_a_syntax_error_that_dafny_follows_with_must_have_a_body_is_an_error():
+    typo = COUNT_CTX + "\n" + COUNT_STMT.replace("a[..], x", "a[.., x]") + COUNT_BODY
+    result = _dafny(_count_task(), typo)
+    assert result.verdict is Verdict.ERROR, result
+    assert any("rbracket expected" in m for m in result.messages), result  # Dafny's own words say what to fix
+
+
+@pytest.mark.prover
+def test_a_method_without_a_body_in_a_program_that_parses_is_still_cheating():
+    result = _dafny(_count_task(), COUNT_CTX + "\n" + COUNT_STMT)
+    assert result.verdict is Verdict.CHEATING, result
+    assert _dafny(_count_task(), COUNT_CTX + "\n" + COUNT_STMT + COUNT_BODY).verdict is Verdict.OK  # the task is fair

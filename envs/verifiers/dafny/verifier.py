@@ -679,9 +679,14 @@ def _resolved(j: _Judging) -> _Resolved | CheckResult:
                          decls, j.view, j.rlimit, j.category)
     reasons = check_anchoring(j.anchor, j.tokens, j.symbols, j.trusted, []) + list(j.decls.cheats) \
         if j.symbols and j.decls else []
-    # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors.
-    reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
-                for d in errors if "must have a body" in d.message and d.line not in j.trusted_lines]
+    # Under /noCheating:1 Dafny itself names bodyless contracts and forall statements as errors -- as parse errors, so
+    # they are evidence only where nothing else failed to parse: after a syntax error the parser loses its place and
+    # says "must have a body" of a method whose body is right there (`ensures c == Count(a[.., x])` then `{ ... }`:
+    # issue 27's dafny-nl replies were CHEATING for that typo). Then it is ERROR with Dafny's messages.
+    bodyless = [d for d in errors if "must have a body" in d.message]
+    if len(bodyless) == len(errors):
+        reasons += [f"line {d.line}: {d.message} (a declaration or statement without a body is an assumption)"
+                    for d in bodyless if d.line not in j.trusted_lines]
     if reasons:
         return j.cheating(reasons)
     category = j.failure_category
