@@ -249,3 +249,26 @@ def test_a_server_that_dies_once_under_the_symbols_request_costs_a_retry_not_a_v
     assert result.verdict is Verdict.TIMEOUT and result.error_category is ErrorCategory.TIMEOUT, result
     failures[:] = [ProcessDied, ProcessDied]  # it dies again on a fresh server: the program is not read
     assert verifier.check(task, honest).verdict is Verdict.ERROR
+
+
+_UNCLOSED = """
+import sys
+from proofgym.envs.types import Task
+from proofgym.envs.verifiers.base import make_verifier
+task = Task(id="unclosed", system="dafny", context="", statement=sys.argv[1], reference_proof="", timeout_s=60)
+verifier = make_verifier("dafny")  # never closed, no `with`: what a quick script does
+print(verifier.check(task, sys.argv[2]).verdict.value)
+print(verifier._root)
+"""
+
+
+def test_a_script_that_never_closes_its_verifier_exits_cleanly_and_leaves_no_temp_dir() -> None:
+    """It aborted at exit (rc 134, "Fatal Python error: _enter_buffered_busy"): ``__del__`` closed the verifier during
+    finalisation and waited on the server's reader thread, frozen holding its pipe's lock. Open verifiers are now
+    closed at exit, while threads still run."""
+    done = subprocess.run([sys.executable, "-c", _UNCLOSED, ABS.statement, ABS_STMT + ABS_BODY], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "Fatal Python error" not in done.stderr, done.stderr[-2000:]
+    verdict, root = done.stdout.split()
+    assert verdict == "OK"
+    assert not Path(root).exists()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import abc
+import atexit
+import contextlib
 import dataclasses
 import random
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -18,6 +22,20 @@ from proofgym.envs.types import CheckResult, ErrorCategory, Task, Verdict
 
 #: Largest submission sent to a prover. Larger ones are rejected before any process starts.
 MAX_PROOF_BYTES = 256 * 1024
+
+
+#: Verifiers not yet closed. A script that never calls close() (or leaves no ``with``) had Python abort at exit
+#: (rc 134, "Fatal Python error: _enter_buffered_busy"): __del__ ran during finalisation and waited on a prover's
+#: reader thread, frozen holding its pipe's lock; and the temp dirs stayed. They are closed at exit instead, while
+#: threads still run.
+_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_verifiers() -> None:
+    for verifier in list(_OPEN):
+        with contextlib.suppress(Exception):
+            verifier.close()
 
 
 @runtime_checkable
@@ -219,6 +237,7 @@ class ProverVerifier(abc.ABC):
         self._lock = threading.RLock()
         self._closed = False
         self.stats: dict[str, int] = {"checks": 0}
+        _OPEN.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def __enter__(self: _V) -> _V:
@@ -244,9 +263,11 @@ class ProverVerifier(abc.ABC):
         """Stop the processes and remove the files; runs once, after the verifier is marked closed."""
 
     def __del__(self) -> None:  # last resort; close() is the contract
+        if sys.is_finalizing():
+            return  # too late: the readers' daemon threads are frozen holding their locks (_close_open_verifiers ran)
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown, or a constructor that raised early
+        except Exception:  # noqa: BLE001 - a constructor that raised early
             pass
 
     def ensure_open(self) -> None:
