@@ -335,7 +335,7 @@ def test_an_attribute_the_context_uses_proves_nothing_in_the_submission(context:
 # ---------------------------------------------------------------------------------------------
 # Dafny fairness: a syntax error that Dafny's parser follows with "must have a body" (session 22)
 #
-# Found and fixed here, in issue 27's dafny-nl replies (12 of the sweeps' 15 CHEATING verdicts): a typo in a target's
+# Found and fixed here, in issue 27's dafny-nl replies (14 of the sweeps' 15 CHEATING verdicts): a typo in a target's
 # clause (``a[.., x]`` for ``a[..], x``) makes Dafny 2.3's parser lose its place, and it goes on to say "a method with
 # an ensures clause must have a body" of a method whose body is right there. That was CHEATING; Dafny's "must have a
 # body" is evidence only where nothing else failed to parse. The other side: a method that really has no body, in a
