@@ -28,7 +28,7 @@ MAX_PROOF_BYTES = 256 * 1024
 #: (rc 134, "Fatal Python error: _enter_buffered_busy"): __del__ ran during finalisation and waited on a prover's
 #: reader thread, frozen holding its pipe's lock; and the temp dirs stayed. They are closed at exit instead, while
 #: threads still run.
-_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()
+_OPEN: weakref.WeakSet[ProverVerifier] = weakref.WeakSet()
 
 
 @atexit.register
